@@ -1,0 +1,466 @@
+#!/usr/bin/env python3
+"""Build The Parallelism Playbook into ``dist/`` (and optionally serve it).
+
+    python build.py                      # build into dist/
+    python build.py --serve [--port N]   # build, then serve at http://127.0.0.1:8000
+    python build.py --base-url /playbook/   # for a deployment under a sub-path
+
+The page is rendered from ``site/content/*.md`` (markdown + directives) with Jinja2
+templates. Every figure is rendered once here, in CPython, with the same ``render`` the
+browser runs later, so the page is complete before Python boots. The browser runtime
+(Pyodide, PyScript, plotly.js) is copied from ``node_modules``; our own Python reaches
+the browser as one zip archive. Output is deterministic: same inputs, same bytes.
+"""
+import argparse
+import functools
+import hashlib
+import html
+import http.server
+import io
+import json
+import re
+import shutil
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+from latex2mathml.converter import convert as latex_to_mathml
+from markdown_it import MarkdownIt
+from mdit_py_plugins.colon_fence import colon_fence_plugin
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+ROOT = Path(__file__).resolve().parent
+SITE = ROOT / "site"
+CONTENT = SITE / "content"
+NODE_MODULES = ROOT / "node_modules"
+PYTHON_PACKAGES = ("models", "figures")
+
+PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+PLOTLY_PACKAGE = "plotly.js-cartesian-dist-min"
+PLOTLY_FILE = "plotly-cartesian.min.js"
+
+MIME_TYPES = {
+    ".wasm": "application/wasm",
+    ".mjs": "text/javascript",
+    ".js": "text/javascript",
+    ".json": "application/json",
+    ".css": "text/css",
+    ".html": "text/html; charset=utf-8",
+    ".zip": "application/zip",
+    ".svg": "image/svg+xml",
+}
+
+FIGURE_DIRECTIVE = "figure"
+FIGURE_MARKER = re.compile(r"<!--\s*figure\s+(\d\d):\s*([^>]*?)\s*-->")
+HEADING_ANCHOR = re.compile(r"\s*\{#([a-z0-9][a-z0-9-]*)\}\s*$")
+CITATION = re.compile(r"\[@([A-Za-z0-9_-]+)\]")
+WORDS_PER_MINUTE = 230
+
+
+class BuildError(Exception):
+    """A problem in the sources, reported as ``file:line: message``."""
+
+
+# ---------------------------------------------------------------------------
+# Versions and vendored runtime
+
+
+def npm_version(package):
+    return json.loads((NODE_MODULES / package / "package.json").read_text())["version"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Where each vendored piece lives under dist/ (versioned paths: never mixed)."""
+
+    pyodide_dir: str
+    pyscript_dir: str
+    plotly_file: str
+
+
+def vendor_runtime(dist):
+    pyodide = f"vendor/pyodide-{npm_version('pyodide')}"
+    pyscript = f"vendor/pyscript-{npm_version('@pyscript/core')}"
+    plotly = f"vendor/plotly-{npm_version(PLOTLY_PACKAGE)}"
+    for name in PYODIDE_FILES:
+        _copy(NODE_MODULES / "pyodide" / name, dist / pyodide / name)
+    for source in sorted((NODE_MODULES / "@pyscript/core/dist").iterdir()):
+        if source.is_file() and not source.name.endswith(".map"):
+            _copy(source, dist / pyscript / source.name)
+    _copy(NODE_MODULES / PLOTLY_PACKAGE / PLOTLY_FILE, dist / plotly / PLOTLY_FILE)
+    return Runtime(pyodide_dir=pyodide, pyscript_dir=pyscript, plotly_file=f"{plotly}/{PLOTLY_FILE}")
+
+
+def _copy(source, target):
+    if not source.exists():
+        raise BuildError(f"{source}: missing; run `npm ci` first")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+
+
+def python_archive():
+    """Our Python packages as one deterministic zip (fixed timestamps, sorted entries)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in PYTHON_PACKAGES:
+            for path in sorted((ROOT / package).rglob("*.py")):
+                info = zipfile.ZipInfo(path.relative_to(ROOT).as_posix(), date_time=(2020, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, path.read_bytes())
+    return buffer.getvalue()
+
+
+def content_hash(data):
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def write_hashed(dist, directory, stem, suffix, data):
+    """Write ``data`` as ``directory/stem.<hash>suffix`` and return its site path."""
+    name = f"{directory}/{stem}.{content_hash(data)}{suffix}"
+    target = dist / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return name
+
+
+# ---------------------------------------------------------------------------
+# Markdown with directives
+
+
+@dataclass
+class Source:
+    path: Path
+
+    def where(self, line_index):
+        try:
+            name = self.path.relative_to(ROOT)
+        except ValueError:
+            name = self.path
+        return f"{name}:{line_index + 1}"
+
+
+class Article:
+    """Renders content files to HTML, collecting headings, figures and citations."""
+
+    def __init__(self, templates, figures, strategies, references):
+        self.templates = templates
+        self.figures = figures
+        self.strategies = strategies
+        self.references = references
+        self.headings = []
+        self.anchors = {}
+        self.placed = {}  # figure number -> where
+        self.sequence = []  # (number, "placed"|"marked", where) in page order
+        self.cited = []  # reference keys in order of first citation
+        self.callouts = 0
+        self.cards = []
+        self.source = None
+        self.md = self._markdown()
+
+    def _markdown(self):
+        md = MarkdownIt("commonmark", {"html": True, "typographer": True}).enable(["table", "replacements", "smartquotes"])
+        md.use(colon_fence_plugin)
+        md.use(dollarmath_plugin, allow_digits=False, renderer=self._math, allow_labels=False)
+        md.core.ruler.after("block", "heading_anchors", self._heading_anchors)
+        # markdown-it binds render rules to its renderer, so wrap our methods to keep `self`.
+        md.add_render_rule("colon_fence", lambda renderer, *args: self._directive(*args))
+        md.add_render_rule("html_block", lambda renderer, *args: self._html_block(*args))
+        md.add_render_rule("heading_close", lambda renderer, *args: self._heading_close(*args))
+        return md
+
+    # -- rules ------------------------------------------------------------
+    def _math(self, content, options):
+        display = options.get("display_mode", False)
+        try:
+            return latex_to_mathml(content, display="block" if display else "inline")
+        except Exception as error:  # latex2mathml raises many types
+            raise BuildError(f"{self.source.path.name}: cannot typeset ${content}$: {error}") from error
+
+    def _heading_anchors(self, state):
+        tokens = state.tokens
+        for index, token in enumerate(tokens):
+            if token.type != "heading_open":
+                continue
+            inline = tokens[index + 1]
+            where = self.source.where(token.map[0])
+            match = HEADING_ANCHOR.search(inline.content)
+            if not match:
+                raise BuildError(f"{where}: heading {inline.content!r} needs an explicit {{#anchor}}")
+            anchor = match.group(1)
+            if anchor in self.anchors:
+                raise BuildError(f"{where}: anchor #{anchor} already used at {self.anchors[anchor]}")
+            self.anchors[anchor] = where
+            inline.content = inline.content[: match.start()]
+            token.attrSet("id", anchor)
+            level = int(token.tag[1])
+            self.headings.append({"level": level, "anchor": anchor, "title": inline.content})
+
+    def _heading_close(self, tokens, index, options, env):
+        anchor = tokens[index - 2].attrGet("id")
+        return f'<a class="heading-link" href="#{anchor}" aria-label="Link to this section">#</a></{tokens[index].tag}>\n'
+
+    def _html_block(self, tokens, index, options, env):
+        content = tokens[index].content
+        for match in FIGURE_MARKER.finditer(content):
+            number = int(match.group(1))
+            self.sequence.append((number, "marked", self.source.where(tokens[index].map[0])))
+        return content
+
+    def _directive(self, tokens, index, options, env):
+        token = tokens[index]
+        where = self.source.where(token.map[0])
+        name, _, argument = token.info.strip().partition(" ")
+        name = name.strip("{}")
+        argument = argument.strip()
+        try:
+            render = {
+                "figure": self._figure,
+                "often-said": self._callout,
+                "card": self._card,
+                "comparison-table": self._comparison_table,
+                "references": self._references,
+            }[name]
+        except KeyError:
+            raise BuildError(f"{where}: unknown directive {{{name}}}") from None
+        return render(argument, token.content, where)
+
+    def _figure(self, argument, content, where):
+        if not argument.isdigit():
+            raise BuildError(f"{where}: figure directive needs a number, got {argument!r}")
+        number = int(argument)
+        if number not in self.figures:
+            known = ", ".join(f"{n:02d}" for n in sorted(self.figures))
+            raise BuildError(f"{where}: figure {number:02d} does not exist (built figures: {known})")
+        if number in self.placed:
+            raise BuildError(f"{where}: figure {number:02d} is already placed at {self.placed[number]}")
+        self.placed[number] = where
+        self.sequence.append((number, "placed", where))
+        return render_figure(self.templates, self.figures[number])
+
+    def _callout(self, argument, content, where):
+        claim, separator, correction = content.partition("\n+++\n")
+        if not separator or not claim.strip() or not correction.strip():
+            raise BuildError(f"{where}: an often-said callout needs a claim, a line '+++', and a correction")
+        self.callouts += 1
+        return self.templates.get_template("callout.html").render(
+            claim=self.md.render(claim), correction=self.md.render(correction), number=self.callouts
+        )
+
+    def _card(self, argument, content, where):
+        try:
+            card = self.strategies.card(argument)
+        except ValueError as error:
+            raise BuildError(f"{where}: {error}") from None
+        self.cards.append(card.key)
+        return self.templates.get_template("card.html").render(card=card)
+
+    def _comparison_table(self, argument, content, where):
+        return self.templates.get_template("comparison.html").render(
+            columns=self.strategies.COMPARISON_COLUMNS, rows=self.strategies.COMPARISON_ROWS, note=self.strategies.COMPARISON_NOTE
+        )
+
+    def _references(self, argument, content, where):
+        return "\n<!--REFERENCES-->\n"  # filled in once every citation has been numbered
+
+    # -- whole article ----------------------------------------------------
+    def render_file(self, path):
+        self.source = Source(path)
+        text = path.read_text(encoding="utf-8")
+        rendered = self.md.render(text)
+        return CITATION.sub(lambda match: self._cite(match.group(1), text), rendered)
+
+    def _cite(self, key, text):
+        if key not in self.references:
+            line = next((i for i, row in enumerate(text.splitlines()) if f"[@{key}]" in row), 0)
+            raise BuildError(f"{self.source.where(line)}: unknown reference [@{key}]")
+        if key not in self.cited:
+            self.cited.append(key)
+        number = self.cited.index(key) + 1
+        return f'<a class="cite" href="#ref-{html.escape(key)}" id="cite-{html.escape(key)}-{number}">[{number}]</a>'
+
+    def reference_list(self):
+        ordered = self.cited + [key for key in self.references if key not in self.cited]
+        return self.templates.get_template("references.html").render(
+            references=[dict(self.references[key], number=i + 1) for i, key in enumerate(ordered)]
+        )
+
+
+def render_figure(templates, figure):
+    """A figure's HTML with its default state's view baked in."""
+    state = figure.default_state()
+    view = figure.render(state)
+    return templates.get_template("figure.html").render(
+        figure=figure,
+        state=state,
+        view=view,
+        plot_json=json.dumps(view.plot, sort_keys=True, separators=(",", ":")).replace("</", "<\\/") if view.plot else None,
+    )
+
+
+def load_references():
+    path = CONTENT / "references.json"
+    if not path.exists():
+        return {}
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    references = {}
+    for entry in entries:
+        if entry["key"] in references:
+            raise BuildError(f"{path.relative_to(ROOT)}: duplicate reference key {entry['key']!r}")
+        references[entry["key"]] = entry
+    return references
+
+
+def load_strategies():
+    try:
+        from models import strategies
+    except ImportError:
+        return None
+    return strategies
+
+
+def count_words(html_text):
+    text = re.sub(r"<(math|svg|script|style)\b.*?</\1>", " ", html_text, flags=re.S)
+    text = re.sub(r"<[^>]+>", " ", text)
+    return len(re.findall(r"[A-Za-z0-9][A-Za-z0-9'’-]*", html.unescape(text)))
+
+
+# ---------------------------------------------------------------------------
+# The build
+
+
+def build(dist=ROOT / "dist", base_url="/"):
+    sys.path.insert(0, str(ROOT))
+    from figures import registry
+
+    if not base_url.startswith("/") or not base_url.endswith("/"):
+        raise BuildError(f"--base-url must start and end with '/', got {base_url!r}")
+    if dist.exists():
+        shutil.rmtree(dist)
+    dist.mkdir(parents=True)
+
+    runtime = vendor_runtime(dist)
+    archive = write_hashed(dist, "py", "playbook", ".zip", python_archive())
+    config = json.dumps(
+        {"interpreter": f"{base_url}{runtime.pyodide_dir}/pyodide.mjs", "files": {f"{base_url}{archive}": "./*"}},
+        sort_keys=True,
+        indent=1,
+    ).encode()
+    config_path = write_hashed(dist, "py", "pyscript", ".json", config)
+    stylesheet = write_hashed(dist, "assets", "playbook", ".css", (SITE / "static/playbook.css").read_bytes())
+    script = write_hashed(dist, "assets", "playbook", ".js", (SITE / "static/playbook.js").read_bytes())
+
+    templates = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(SITE / "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    figures = registry()
+    article = Article(templates, figures, load_strategies(), load_references())
+    sections = []
+    for path in sorted(CONTENT.glob("*.md")):
+        try:
+            sections.append(article.render_file(path))
+        except BuildError:
+            raise
+        except jinja2.TemplateError as error:
+            raise BuildError(f"{path.relative_to(ROOT)}: template error: {error}") from error
+    body = "\n".join(sections).replace("<!--REFERENCES-->", article.reference_list())
+    check_figure_order(article)
+
+    try:
+        page = templates.get_template("page.html").render(
+            body=body,
+            headings=article.headings,
+            reading_minutes=max(1, round(count_words(body) / WORDS_PER_MINUTE)),
+            base_url=base_url,
+            runtime=runtime,
+            pyscript_config=f"{base_url}{config_path}",
+            stylesheet=f"{base_url}{stylesheet}",
+            script=f"{base_url}{script}",
+        )
+    except jinja2.TemplateError as error:
+        where = f"{getattr(error, 'filename', None) or 'site/templates'}:{getattr(error, 'lineno', '?')}"
+        raise BuildError(f"{where}: template error: {error}") from error
+    (dist / "index.html").write_text(page, encoding="utf-8")
+    return dist
+
+
+def check_figure_order(article):
+    """Every figure appears once, placed or marked, in increasing order."""
+    seen = {}
+    for number, how, where in article.sequence:
+        if number in seen:
+            raise BuildError(f"{where}: figure {number:02d} appears again (first at {seen[number]})")
+        seen[number] = where
+    numbers = [number for number, _, _ in article.sequence]
+    for (earlier, _, _), (later, _, where) in zip(article.sequence, article.sequence[1:]):
+        if later < earlier:
+            raise BuildError(f"{where}: figure {later:02d} comes after figure {earlier:02d}; figures must be in order")
+    missing = sorted(set(article.figures) - set(article.placed))
+    if missing and article.sequence:
+        raise BuildError(f"site/content: built figure(s) {', '.join(f'{n:02d}' for n in missing)} are never placed")
+    return numbers
+
+
+# ---------------------------------------------------------------------------
+# Serving
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    """Static files with the MIME types Pyodide needs (a wrong wasm type hangs it silently)."""
+
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
+    base_url = "/"
+
+    def translate_path(self, path):
+        if path.startswith(self.base_url):
+            path = "/" + path[len(self.base_url):]
+        return super().translate_path(path)
+
+    def end_headers(self):
+        immutable = "/vendor/" in self.path or re.search(r"\.[0-9a-f]{12}\.", self.path)
+        self.send_header("Cache-Control", "public, max-age=31536000, immutable" if immutable else "no-cache")
+        super().end_headers()
+
+    def log_message(self, format, *args):
+        pass
+
+
+def make_server(root, host="127.0.0.1", port=8000, base_url="/"):
+    handler_class = type("SiteHandler", (Handler,), {"base_url": base_url})
+    handler = functools.partial(handler_class, directory=str(root))
+    http.server.ThreadingHTTPServer.allow_reuse_address = True
+    return http.server.ThreadingHTTPServer((host, port), handler)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "dist", help="output directory (default: dist/)")
+    parser.add_argument("--base-url", default="/", help="URL prefix the site is served under (default: /)")
+    parser.add_argument("--serve", action="store_true", help="serve the built site")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    try:
+        dist = build(args.out, args.base_url)
+    except BuildError as error:
+        print(f"build failed: {error}", file=sys.stderr)
+        return 1
+    print(f"built {dist / 'index.html'}")
+    if args.serve:
+        server = make_server(dist, args.host, args.port, args.base_url)
+        print(f"serving at http://{args.host}:{args.port}{args.base_url}  (Ctrl-C to stop)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

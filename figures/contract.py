@@ -1,0 +1,247 @@
+"""The figure contract: what a figure module declares and what its ``render`` returns.
+
+A figure module (``figures/figNN_slug.py``) defines
+
+    NUMBER = 15                      # its place in the article
+    TITLE = "..."                    # one line
+    CAPTION = "..."                  # what the reader sees and should try
+    CONTROLS = (Slider(...), Select(...), Toggle(...), Button(...))
+    def render(state) -> View: ...   # pure: the same state always gives the same view
+
+``state`` is a plain dict ``{control key: value}`` that always passes
+``validate_state``. The same ``render`` runs at build time in CPython (baked into the
+HTML) and in the browser on every control move, so it must be pure and fast, and it
+must not compute costs itself: every number comes from ``models/``.
+
+This module is deliberately free of DOM code so both sides can import it.
+"""
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Slider:
+    """A range input. Linear from ``min`` to ``max`` in ``step``; or, when ``stops`` is
+    given, it walks that tuple of values (use ``log_stops`` for a log-scale slider)."""
+
+    key: str
+    label: str
+    min: float = 0
+    max: float = 1
+    step: float = 1
+    default: float = 0
+    unit: str = ""
+    stops: tuple = ()
+    format: object = None  # value -> text shown beside the slider; default: the number
+
+    def __post_init__(self):
+        if self.stops:
+            object.__setattr__(self, "min", self.stops[0])
+            object.__setattr__(self, "max", self.stops[-1])
+            if self.default not in self.stops:
+                raise ValueError(f"{self.key}: default {self.default!r} is not one of its stops")
+        elif not self.min <= self.default <= self.max:
+            raise ValueError(f"{self.key}: default {self.default!r} outside [{self.min}, {self.max}]")
+
+    def coerce(self, raw):
+        """Any value (number or text) to the nearest allowed value; ``ValueError`` if unreadable."""
+        value = float(raw)
+        if not math.isfinite(value):
+            raise ValueError(f"{self.key} must be a finite number, got {raw!r}")
+        if self.stops:
+            return min(self.stops, key=lambda s: (abs(math.log(s / value)) if s > 0 and value > 0 else abs(s - value)))
+        value = min(max(value, self.min), self.max)
+        steps = round((value - self.min) / self.step)
+        value = self.min + steps * self.step
+        return int(round(value)) if _is_whole(self.step) and _is_whole(self.min) else value
+
+    def display(self, value):
+        text = self.format(value) if self.format else _format_value(value)
+        return f"{text} {self.unit}".strip()
+
+    def position(self, value):
+        """What the native ``<input type=range>`` holds for ``value`` (an index for stops)."""
+        return self.stops.index(value) if self.stops else value
+
+    def from_position(self, position):
+        if self.stops:
+            index = min(max(int(round(float(position))), 0), len(self.stops) - 1)
+            return self.stops[index]
+        return self.coerce(position)
+
+
+@dataclass(frozen=True)
+class Select:
+    key: str
+    label: str
+    options: tuple  # ((value, label), ...); values are strings or ints
+    default: object = None
+
+    def __post_init__(self):
+        if self.default is None:
+            object.__setattr__(self, "default", self.options[0][0])
+        if self.default not in self.values:
+            raise ValueError(f"{self.key}: default {self.default!r} is not an option")
+
+    @property
+    def values(self):
+        return tuple(value for value, _ in self.options)
+
+    def coerce(self, raw):
+        for value in self.values:
+            if str(value) == str(raw):
+                return value
+        raise ValueError(f"{self.key} must be one of {', '.join(map(str, self.values))}, got {raw!r}")
+
+
+@dataclass(frozen=True)
+class Toggle:
+    key: str
+    label: str
+    default: bool = False
+
+    def coerce(self, raw):
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "on", "yes"):
+            return True
+        if text in ("0", "false", "off", "no"):
+            return False
+        raise ValueError(f"{self.key} must be on or off, got {raw!r}")
+
+
+@dataclass(frozen=True)
+class Button:
+    """A push button. ``press`` is a pure function ``state -> state`` (for example, advance
+    an animation step or reset); it lives in the figure module beside ``render``."""
+
+    key: str
+    label: str
+    press: object = None
+
+
+@dataclass(frozen=True)
+class Readout:
+    """One key number. ``value`` is the raw number (for tests and machine readers),
+    ``text`` is what the reader sees."""
+
+    key: str
+    label: str
+    text: str
+    value: float | None = None
+
+
+@dataclass(frozen=True)
+class View:
+    """What ``render`` returns: an SVG diagram and/or a Plotly figure spec (plain dicts),
+    plus readouts. ``note`` is an optional sentence shown under the drawing (e.g. why a
+    panel is empty for this state)."""
+
+    svg: str | None = None
+    plot: dict | None = None
+    readouts: tuple = ()
+    note: str = ""
+
+    def summary(self):
+        """Plain-text summary of the readouts, shown when a chart cannot be drawn."""
+        return "; ".join(f"{r.label}: {r.text}" for r in self.readouts)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A registered figure: the module's declarations gathered in one object."""
+
+    number: int
+    slug: str
+    title: str
+    caption: str
+    controls: tuple
+    render: object = field(repr=False)
+
+    @property
+    def anchor(self):
+        return f"fig-{self.number:02d}"
+
+    @property
+    def stateful_controls(self):
+        return tuple(c for c in self.controls if not isinstance(c, Button))
+
+    def control(self, key):
+        for control in self.controls:
+            if control.key == key:
+                return control
+        raise KeyError(key)
+
+    def default_state(self):
+        return {c.key: c.default for c in self.stateful_controls}
+
+    def validate_state(self, raw):
+        """A complete, valid state from a partial or messy one: unknown keys are dropped,
+        unreadable values fall back to the default, numbers snap to the control's grid."""
+        state = self.default_state()
+        for key, value in raw.items():
+            try:
+                control = self.control(key)
+            except KeyError:
+                continue
+            if isinstance(control, Button):
+                continue
+            try:
+                state[key] = control.coerce(value)
+            except (TypeError, ValueError):
+                pass
+        return state
+
+    def press(self, key, state):
+        button = self.control(key)
+        return self.validate_state(button.press(dict(state)) if button.press else self.default_state())
+
+
+def log_stops(low, high, mantissas=(1, 1.5, 2, 3, 5, 7.5)):
+    """Nice values from ``low`` to ``high`` spaced roughly evenly in log scale."""
+    stops = []
+    exponent = math.floor(math.log10(low))
+    while True:
+        for mantissa in mantissas:
+            value = float(f"{mantissa}e{exponent}")
+            if value > high * (1 + 1e-12):
+                return tuple(stops)
+            if value >= low * (1 - 1e-12):
+                stops.append(int(value) if value.is_integer() else value)
+        exponent += 1
+
+
+def encode_state(figure, state):
+    """``state`` as the URL fragment ``fig-15:P=8,m=16`` (only values that differ from the default)."""
+    defaults = figure.default_state()
+    parts = [f"{c.key}={_format_value(state[c.key])}" for c in figure.stateful_controls if state[c.key] != defaults[c.key]]
+    return figure.anchor + (":" + ",".join(parts) if parts else "")
+
+
+def decode_fragment(fragment):
+    """``"#fig-15:P=8,m=16"`` -> ``(15, {"P": "8", "m": "16"})``; ``None`` if it is not a figure link."""
+    fragment = fragment.lstrip("#")
+    name, _, rest = fragment.partition(":")
+    if not name.startswith("fig-") or not name[4:].isdigit():
+        return None
+    values = {}
+    for part in rest.split(","):
+        key, sep, value = part.partition("=")
+        if sep and key:
+            values[key] = value
+    return int(name[4:]), values
+
+
+def _format_value(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _is_whole(number):
+    return float(number).is_integer()

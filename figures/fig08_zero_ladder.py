@@ -1,0 +1,77 @@
+"""Figure 08: the ZeRO ladder — per-device model-state bytes for DDP and ZeRO-1/2/3."""
+from figures import fmt
+from figures.contract import Readout, Select, Slider, View
+from models import memory
+
+NUMBER = 8
+TITLE = "The ZeRO ladder"
+CAPTION = (
+    "Per-device bytes of parameters, gradients and optimizer state for plain data parallelism and the three "
+    "ZeRO stages, side by side. Set 7.5B parameters and N = 64 to recover the ZeRO paper's 120 / 31.4 / 16.6 / "
+    "1.88 GB; then raise N and watch which bars stop shrinking."
+)
+
+MODEL_SIZES = tuple(
+    int(b * 1e9) for b in (1, 1.3, 2.7, 7, 7.5, 8, 13, 20, 30, 34, 40, 65, 70, 128, 175, 340, 405, 530, 671, 1000)
+)
+SHARD_DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+CONTROLS = (
+    Slider("params", "Parameters Ψ", stops=MODEL_SIZES, default=7_500_000_000, format=fmt.si_count),
+    Slider("N", "Shard degree N", stops=SHARD_DEGREES, default=64, unit="GPUs"),
+    Select("stage", "Stage", options=tuple((s, memory.STAGE_LABELS[s]) for s in memory.STAGES), default=3),
+    Select("optimizer", "Optimizer", options=tuple((k, o.label) for k, o in memory.OPTIMIZERS.items()), default="adam_mixed"),
+)
+
+PARTS = (("params_bytes", "Parameters", "#4c78a8"), ("grads_bytes", "Gradients", "#f58518"), ("optimizer_bytes", "Optimizer state", "#54a24b"))
+
+
+def render(state):
+    optimizer = memory.OPTIMIZERS[state["optimizer"]]
+    chosen = state["stage"]
+    ladder = {s: memory.model_states_for(state["params"], state["N"], s, state["optimizer"]) for s in memory.STAGES}
+    labels = [f"{memory.STAGE_LABELS[s]}<br>{memory.comm_volume_psi(s):g}Ψ comm" for s in memory.STAGES]
+    opacity = [1.0 if s == chosen else 0.35 for s in memory.STAGES]
+    data = [
+        {
+            "type": "bar",
+            "name": name,
+            "x": labels,
+            "y": [getattr(ladder[s], field) / 1e9 for s in memory.STAGES],
+            "marker": {"color": color, "opacity": opacity},
+            "hovertemplate": "%{x}<br>" + name + ": %{y:.3g} GB<extra></extra>",
+        }
+        for field, name, color in PARTS
+    ]
+    totals = [
+        {"x": label, "y": ladder[s].total_bytes / 1e9, "text": fmt.gigabytes(ladder[s].total_bytes), "showarrow": False,
+         "yanchor": "bottom", "font": {"size": 13 if s == chosen else 11}}
+        for label, s in zip(labels, memory.STAGES)
+    ]
+    layout = {
+        "barmode": "stack",
+        "height": 380,
+        "margin": {"l": 60, "r": 10, "t": 30, "b": 60},
+        "yaxis": {"title": {"text": "GB per device (1 GB = 10⁹ bytes)"}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": 1.12, "x": 0},
+        "annotations": totals,
+    }
+    states = ladder[chosen]
+    stage_name = memory.STAGE_LABELS[chosen]
+    psi = memory.comm_volume_psi(chosen)
+    share = memory.ledger_fraction(state["N"], chosen, param_bytes=optimizer.param_bytes,
+                                   grad_bytes=optimizer.grad_bytes, optimizer_bytes=optimizer.optimizer_bytes)
+    readouts = (
+        Readout("per_device_bytes", f"{stage_name}, per device", fmt.gigabytes(states.total_bytes), states.total_bytes),
+        Readout("params_bytes", "parameters", fmt.gigabytes(states.params_bytes), states.params_bytes),
+        Readout("grads_bytes", "gradients", fmt.gigabytes(states.grads_bytes), states.grads_bytes),
+        Readout("optimizer_bytes", "optimizer", fmt.gigabytes(states.optimizer_bytes), states.optimizer_bytes),
+        Readout(
+            "comm_psi",
+            "communication per step",
+            f"{psi:g}Ψ = {fmt.si_count(memory.comm_volume_elements(state['params'], chosen))} elements per device",
+            psi,
+        ),
+        Readout("ledger_fraction", "share of the unsharded ledger", fmt.percent(share), share),
+    )
+    return View(plot={"data": data, "layout": layout}, readouts=readouts)

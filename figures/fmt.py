@@ -1,0 +1,33 @@
+"""How numbers are written on the page (display only; no cost arithmetic here)."""
+
+
+def si_count(value):
+    """1.5e9 -> "1.5B", 7.5e11 -> "750B", 1e12 -> "1T" (parameter counts)."""
+    for threshold, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= threshold:
+            return f"{value / threshold:.4g}{suffix}"
+    return f"{value:.4g}"
+
+
+def gigabytes(num_bytes):
+    """Bytes as decimal GB with three significant figures: 1.875e9 -> "1.88 GB"."""
+    value = num_bytes / 1e9
+    if value >= 1000:
+        return f"{value:,.0f} GB"
+    return f"{_three_significant(value)} GB"
+
+
+def percent(fraction, digits=1):
+    return f"{fraction * 100:.{digits}f}%"
+
+
+def _three_significant(value):
+    if value == 0:
+        return "0"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"

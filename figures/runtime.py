@@ -1,0 +1,174 @@
+"""The browser runtime: the only Python that touches the DOM.
+
+One main-thread PyScript interpreter serves every figure on the page. For each
+``<figure data-figure>`` it binds the native controls, keeps the figure's state, and on
+every ``input`` event re-renders through the figure's pure ``render(state)``. A figure
+that raises shows the error inside itself (``data-state="error"``); the others go on.
+The URL fragment (``#fig-15:P=8,m=16``) mirrors the last figure a reader touched, and
+opening such a link restores that state and scrolls to it.
+"""
+import json
+import traceback
+
+from pyscript import document, window
+from pyscript.ffi import create_proxy
+
+from figures import registry
+from figures.contract import Slider, Select, Toggle, Button, decode_fragment, encode_state
+
+_live = {}  # figure number -> LiveFigure
+_proxies = []  # event listeners must outlive this module's frames
+
+
+class LiveFigure:
+    def __init__(self, figure, element):
+        self.figure = figure
+        self.element = element
+        self.inputs = {c.key: element.querySelector(f'[data-control="{c.key}"]') for c in figure.controls}
+        self.outputs = {c.key: element.querySelector(f'output[data-for="{c.key}"]') for c in figure.controls}
+        self.view = element.querySelector('[data-role="view"]')
+        self.readouts = element.querySelector('[data-role="readout"]')
+        self.note = element.querySelector('[data-role="note"]')
+        self.error = element.querySelector('[data-role="error"]')
+        self.state = figure.validate_state(self.read_controls())
+        for control in figure.controls:
+            node = self.inputs[control.key]
+            if isinstance(control, Button):
+                self._listen(node, "click", lambda event, key=control.key: self.on_press(key))
+            else:
+                self._listen(node, "input", lambda event: self.on_input())
+                self._listen(node, "change", lambda event: self.remember_in_url())
+
+    def _listen(self, node, event_name, handler):
+        proxy = create_proxy(handler)
+        _proxies.append(proxy)
+        node.addEventListener(event_name, proxy)
+
+    # -- controls <-> state ------------------------------------------------
+    def read_controls(self):
+        raw = {}
+        for control in self.figure.stateful_controls:
+            node = self.inputs[control.key]
+            if isinstance(control, Slider):
+                raw[control.key] = control.from_position(node.value)
+            elif isinstance(control, Toggle):
+                raw[control.key] = bool(node.checked)
+            else:
+                raw[control.key] = node.value
+        return raw
+
+    def write_controls(self):
+        for control in self.figure.stateful_controls:
+            node = self.inputs[control.key]
+            value = self.state[control.key]
+            if isinstance(control, Slider):
+                node.value = str(control.position(value))
+            elif isinstance(control, Toggle):
+                node.checked = bool(value)
+            elif isinstance(control, Select):
+                node.value = str(value)
+        self.show_values()
+
+    def show_values(self):
+        for control in self.figure.stateful_controls:
+            if isinstance(control, Slider):
+                text = control.display(self.state[control.key])
+                self.outputs[control.key].textContent = text
+                self.inputs[control.key].setAttribute("aria-valuetext", text)
+
+    # -- events -------------------------------------------------------------
+    def on_input(self):
+        self.state = self.figure.validate_state(self.read_controls())
+        self.show_values()
+        self.show()
+
+    def on_press(self, key):
+        try:
+            self.state = self.figure.press(key, self.state)
+        except Exception as error:  # a broken button must not break the page
+            self.fail(error)
+            return
+        self.write_controls()
+        self.show()
+        self.remember_in_url()
+
+    def remember_in_url(self):
+        window.history.replaceState(None, "", "#" + encode_state(self.figure, self.state))
+
+    # -- drawing --------------------------------------------------------------
+    def show(self):
+        try:
+            view = self.figure.render(dict(self.state))
+            self.paint(view)
+        except Exception as error:
+            self.fail(error)
+            return False
+        self.error.hidden = True
+        self.error.textContent = ""
+        self.element.dataset.state = "live"
+        return True
+
+    def paint(self, view):
+        if view.svg is not None:
+            holder = self.view.querySelector("svg")
+            if holder is not None:
+                holder.outerHTML = view.svg
+            else:
+                self.view.insertAdjacentHTML("afterbegin", view.svg)
+        if view.plot is not None:
+            window.playbookPlot(self.view.querySelector('[data-role="plot"]'), json.dumps(view.plot))
+        self.readouts.innerHTML = "".join(_readout_html(r) for r in view.readouts)
+        self.note.textContent = view.note
+        self.note.hidden = not view.note
+
+    def fail(self, error):
+        self.element.dataset.state = "error"
+        self.error.hidden = False
+        self.error.textContent = (
+            f"This figure hit an error and stopped updating ({type(error).__name__}: {error}). "
+            "The other figures are unaffected."
+        )
+        window.console.warn(f"figure {self.figure.number:02d}: " + "".join(traceback.format_exception(error)))
+
+
+def _readout_html(readout):
+    from html import escape
+
+    value = "" if readout.value is None else f' data-value="{readout.value!r}"'
+    return (
+        f'<div class="readout" data-key="{escape(readout.key)}"{value}>'
+        f"<dt>{escape(readout.label)}</dt><dd>{escape(readout.text)}</dd></div>"
+    )
+
+
+def restore_from_url(event=None):
+    decoded = decode_fragment(str(window.location.hash or ""))
+    if decoded is None or decoded[0] not in _live:
+        return
+    number, values = decoded
+    live = _live[number]
+    live.state = live.figure.validate_state(values)
+    live.write_controls()
+    live.show()
+    live.element.scrollIntoView()
+
+
+def start():
+    """Bind every figure on the page, then mark the page ready."""
+    figures = registry()
+    for element in document.querySelectorAll("figure[data-figure]"):
+        number = int(element.dataset.figure)
+        try:
+            live = LiveFigure(figures[number], element)
+        except Exception as error:
+            element.dataset.state = "error"
+            window.console.warn(f"figure {number:02d} could not start: {error!r}")
+            continue
+        _live[number] = live
+        if live.show():
+            live.show_values()
+    proxy = create_proxy(restore_from_url)
+    _proxies.append(proxy)
+    window.addEventListener("hashchange", proxy)
+    restore_from_url()
+    document.documentElement.dataset.python = "ready"

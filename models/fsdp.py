@@ -1,0 +1,256 @@
+"""The FSDP step as a schedule: per-unit AllGather, compute, free, ReduceScatter.
+
+What it models: one training step of fully sharded data parallelism (ZeRO-3 executed the way
+PyTorch FSDP executes it; Zhao et al., "PyTorch FSDP", VLDB'23, Sec. 3-4). The model is a list
+of units (typically one transformer block each). Forward: AllGather unit i's parameters,
+compute, free the gathered copy. Backward, in reverse order: AllGather again (only if
+``reshard_after_forward``), compute the gradient (``backward_factor`` x forward time, 2x by
+default), ReduceScatter the full gradient to shards. There is one communication stream and one
+compute stream, each running its operations one at a time in issue order.
+
+Prefetch (FSDP ``forward_prefetch`` / ``BACKWARD_PRE``): the next unit's AllGather is issued
+when the current unit starts computing, so at most two units are gathered at once. Without
+prefetch it is issued only when the compute stream needs it -- and in backward it queues behind
+the previous unit's ReduceScatter on the single communication stream.
+
+Collective times come from ``models.collectives.time_s`` (ring alpha-beta), with the full
+buffer size (the gathered unit, the unsharded gradient) as the message size.
+
+What it does not model: the optimizer step (local, no communication), activations, the root
+module's special-casing (every unit reshards, including the last, so backward opens with one
+exposed AllGather), rate limiting, CPU offload, or contention between the two streams.
+Memory counts the ZeRO-3 resident shards (ZeRO Sec. 5: (p+g+K)Psi/N) plus each gathered unit
+in full (p bytes x unit params) while alive, plus each unit's unsharded gradient (g bytes x unit
+params) from the start of its backward compute until its ReduceScatter ends.
+"""
+import math
+from dataclasses import dataclass
+
+from models import collectives
+from models._validate import at_most, non_negative, positive, positive_int
+from models.memory import MAX_DEVICES, model_states
+
+__all__ = ["Event", "FsdpStep", "simulate_fsdp_step", "uniform_units", "MAX_UNITS"]
+
+# A figure draws every unit; thousands of units is already per-parameter wrapping.
+MAX_UNITS = 4096
+
+
+@dataclass(frozen=True)
+class Event:
+    """One bar on the timeline. ``kind`` is "allgather", "compute", "reducescatter" or "free"
+    (zero-length: the gathered parameters of ``unit`` are released)."""
+
+    kind: str
+    phase: str     # "forward" or "backward"
+    unit: int
+    stream: str    # "comm" or "compute"
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self):
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class FsdpStep:
+    """The simulated step. ``memory_curve`` is a step function: ((time_s, bytes), ...), each
+    value holding from its time until the next point's time."""
+
+    events: tuple
+    step_time_s: float
+    compute_s: float
+    comm_busy_s: float
+    exposed_comm_s: float          # time the compute stream sits idle waiting on communication
+    comm_volume_elements: float    # sum of collective buffer sizes, in parameters (ZeRO: 3Psi)
+    resident_bytes: float
+    peak_bytes: float
+    mean_bytes: float              # time-average over the step
+    memory_curve: tuple
+
+
+def uniform_units(params, n_units):
+    """``n_units`` equal units totalling ``params`` (one transformer block each, typically)."""
+    positive("params", params)
+    positive_int("n_units", n_units)
+    at_most("n_units", n_units, MAX_UNITS)
+    return (float(params) / n_units,) * int(n_units)
+
+
+def _check_units(unit_params):
+    if isinstance(unit_params, (str, bytes)) or not hasattr(unit_params, "__len__"):
+        raise ValueError(f"unit_params must be a list of parameter counts, got {unit_params!r}")
+    if not unit_params:
+        raise ValueError("unit_params must not be empty")
+    at_most("len(unit_params)", len(unit_params), MAX_UNITS)
+    for i, count in enumerate(unit_params):
+        positive(f"unit_params[{i}]", count)
+    return tuple(float(c) for c in unit_params)
+
+
+def _check_forward(forward_s, n):
+    if isinstance(forward_s, (int, float)) and not isinstance(forward_s, bool):
+        non_negative("forward_s", forward_s)
+        return (float(forward_s),) * n
+    if isinstance(forward_s, (str, bytes)) or not hasattr(forward_s, "__len__"):
+        raise ValueError(f"forward_s must be a number or a list of seconds per unit, got {forward_s!r}")
+    if len(forward_s) != n:
+        raise ValueError(f"forward_s has {len(forward_s)} entries but unit_params has {n}")
+    for i, t in enumerate(forward_s):
+        non_negative(f"forward_s[{i}]", t)
+    return tuple(float(t) for t in forward_s)
+
+
+def _check_flag(name, value):
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def simulate_fsdp_step(unit_params, forward_s, *, shard_degree, bandwidth_bytes_per_s, alpha_s=0.0,
+                       param_bytes=2, grad_bytes=2, optimizer_bytes=12, backward_factor=2.0,
+                       prefetch=True, reshard_after_forward=True, algorithm="ring"):
+    """Simulate one FSDP step; see the module docstring for the schedule and its assumptions.
+
+    ``unit_params``: parameters per unit, in forward order. ``forward_s``: forward compute seconds,
+    one number for every unit or one per unit. ``shard_degree``: ranks sharing each unit.
+    ``bandwidth_bytes_per_s`` (one direction, per rank) and ``alpha_s`` feed the ring cost model.
+    """
+    units = _check_units(unit_params)
+    n = len(units)
+    forward = _check_forward(forward_s, n)
+    positive_int("shard_degree", shard_degree)
+    at_most("shard_degree", shard_degree, MAX_DEVICES)
+    positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    non_negative("alpha_s", alpha_s)
+    positive("param_bytes", param_bytes)
+    positive("grad_bytes", grad_bytes)
+    non_negative("optimizer_bytes", optimizer_bytes)
+    non_negative("backward_factor", backward_factor)
+    _check_flag("prefetch", prefetch)
+    _check_flag("reshard_after_forward", reshard_after_forward)
+    shard_degree = int(shard_degree)
+    total_params = math.fsum(units)
+    resident = model_states(total_params, shard_degree, 3, param_bytes=param_bytes, grad_bytes=grad_bytes,
+                            optimizer_bytes=optimizer_bytes).total_bytes
+
+    cache = {}
+
+    def collective_s(op, nbytes):
+        key = (op, nbytes)
+        if key not in cache:
+            if shard_degree == 1:
+                cache[key] = 0.0  # nothing to gather from or scatter to
+            else:
+                cache[key] = float(collectives.time_s(op, nbytes, shard_degree, alpha_s=alpha_s,
+                                                      bandwidth_bytes_per_s=bandwidth_bytes_per_s,
+                                                      algorithm=algorithm))
+        return cache[key]
+
+    gather_s = [collective_s("allgather", param_bytes * u) for u in units]
+    scatter_s = [collective_s("reducescatter", grad_bytes * u) for u in units]
+    backward = [backward_factor * t for t in forward]
+
+    events = []
+    deltas = []  # (time_s, bytes): memory allocated (+) or released (-)
+    comm_free = 0.0
+    compute_free = 0.0
+    compute_waiting = 0.0
+
+    def communicate(kind, phase, unit, issue_s, duration_s):
+        nonlocal comm_free
+        start = max(comm_free, issue_s)
+        comm_free = start + duration_s
+        events.append(Event(kind, phase, unit, "comm", start, comm_free))
+        return start, comm_free
+
+    def compute(phase, unit, ready_s, duration_s):
+        nonlocal compute_free, compute_waiting
+        start = max(compute_free, ready_s)
+        compute_waiting += start - compute_free
+        compute_free = start + duration_s
+        events.append(Event("compute", phase, unit, "compute", start, compute_free))
+        return start, compute_free
+
+    def release_params(phase, unit, at_s):
+        events.append(Event("free", phase, unit, "compute", at_s, at_s))
+        deltas.append((at_s, -param_bytes * units[unit]))
+
+    # Forward, units 0..n-1.
+    previous_start = previous_end = 0.0
+    for i in range(n):
+        issue = 0.0 if i == 0 else (previous_start if prefetch else previous_end)
+        gather_start, gather_end = communicate("allgather", "forward", i, issue, gather_s[i])
+        deltas.append((gather_start, param_bytes * units[i]))
+        previous_start, previous_end = compute("forward", i, gather_end, forward[i])
+        if reshard_after_forward:
+            release_params("forward", i, previous_end)
+    forward_end = compute_free
+
+    # Backward, units n-1..0. Prefetch issues unit j's AllGather when unit j+1 starts computing,
+    # ahead of unit j+1's ReduceScatter; without prefetch it queues behind that ReduceScatter.
+    backward_start = [0.0] * n
+    backward_end = [0.0] * n
+
+    def reduce_scatter(j):
+        start, end = communicate("reducescatter", "backward", j, backward_end[j], scatter_s[j])
+        deltas.append((end, -grad_bytes * units[j]))
+
+    for j in range(n - 1, -1, -1):
+        later = j + 1 if j < n - 1 else None
+        ready = 0.0
+        if not prefetch and later is not None:
+            reduce_scatter(later)
+        if reshard_after_forward:
+            if later is None:
+                issue = forward_end
+            else:
+                issue = backward_start[later] if prefetch else backward_end[later]
+            gather_start, ready = communicate("allgather", "backward", j, issue, gather_s[j])
+            deltas.append((gather_start, param_bytes * units[j]))
+        if prefetch and later is not None:
+            reduce_scatter(later)
+        backward_start[j], backward_end[j] = compute("backward", j, ready, backward[j])
+        deltas.append((backward_start[j], grad_bytes * units[j]))
+        release_params("backward", j, backward_end[j])
+    reduce_scatter(0)
+
+    step_time = max(comm_free, compute_free)
+    compute_total = math.fsum(forward) + math.fsum(backward)
+    comm_busy = math.fsum(e.duration_s for e in events if e.stream == "comm")
+    gathers_per_unit = 2 if reshard_after_forward else 1
+    volume = (gathers_per_unit + 1) * total_params
+
+    # Releases before allocations at the same instant: a freed buffer is reused at once.
+    deltas.sort(key=lambda d: (d[0], d[1]))
+    curve = [(0.0, resident)]
+    level = resident
+    peak = resident
+    area = 0.0
+    last_t = 0.0
+    for t, change in deltas:
+        area += level * (t - last_t)
+        last_t = t
+        level += change
+        if t == curve[-1][0]:
+            curve[-1] = (t, level)
+        elif level != curve[-1][1]:
+            curve.append((t, level))
+        peak = max(peak, level)
+    area += level * (step_time - last_t)
+    mean = area / step_time if step_time > 0 else peak
+    if not all(math.isfinite(x) for x in (step_time, peak, mean, volume)):
+        raise ValueError("unit_params or forward_s is too large: the schedule overflows a float")
+
+    return FsdpStep(
+        events=tuple(sorted(events, key=lambda e: (e.start_s, e.stream != "comm"))),
+        step_time_s=step_time,
+        compute_s=compute_total,
+        comm_busy_s=comm_busy,
+        exposed_comm_s=compute_waiting + (step_time - compute_free),
+        comm_volume_elements=volume,
+        resident_bytes=resident,
+        peak_bytes=peak,
+        mean_bytes=mean,
+        memory_curve=tuple(curve),
+    )

@@ -1,0 +1,160 @@
+import math
+
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+
+from models import hsdp, memory
+
+SETTINGS = settings(max_examples=120, deadline=None)
+
+NET = dict(gpus_per_node=8, intra_node_bandwidth_bytes_per_s=300e9, inter_node_bandwidth_bytes_per_s=25e9)
+
+
+def ring_oracle(op, nbytes, ranks, alpha_s, bandwidth):
+    """Independent ring alpha-beta (Thakur et al. 2005): AG/RS (N-1)a + (N-1)/N n/B; AR twice that."""
+    if ranks == 1:
+        return 0.0
+    factor = 2 if op == "allreduce" else 1
+    return factor * ((ranks - 1) * alpha_s + (ranks - 1) / ranks * nbytes / bandwidth)
+
+
+def test_node_sized_group_numbers():
+    psi, world, g, alpha, alpha_inter = 7e9, 64, 8, 5e-6, 2e-5
+    step = hsdp.hsdp_step(psi, world, g, alpha_s=alpha, inter_node_alpha_s=alpha_inter, num_units=4, **NET)
+    assert (step.shard_fabric, step.replica_fabric, step.replicas) == ("intra-node", "inter-node", 8)
+    assert step.allgather_s == pytest.approx(2 * 4 * ring_oracle("allgather", 2 * psi / 4, 8, alpha, 300e9))
+    assert step.reducescatter_s == pytest.approx(4 * ring_oracle("reducescatter", 2 * psi / 4, 8, alpha, 300e9))
+    assert step.allreduce_s == pytest.approx(4 * ring_oracle("allreduce", 2 * psi / 8 / 4, 8, alpha_inter, 25e9))
+    assert step.total_comm_s == pytest.approx(step.allgather_s + step.reducescatter_s + step.allreduce_s)
+    assert step.memory == memory.model_states(psi, 8, 3)
+    assert step.memory.total_bytes == 16 * psi / 8
+
+
+def test_pure_ddp_and_pure_fsdp_ends():
+    psi = 1e9
+    ddp = hsdp.hsdp_step(psi, 32, 1, **NET)
+    assert ddp.allgather_s == ddp.reducescatter_s == 0 and ddp.shard_fabric == "none"
+    assert ddp.allreduce_s == pytest.approx(ring_oracle("allreduce", 2 * psi, 32, 0, 25e9))
+    full = hsdp.hsdp_step(psi, 32, 32, **NET)
+    assert full.allreduce_s == 0 and full.replica_fabric == "none" and full.shard_fabric == "inter-node"
+    single_node = hsdp.hsdp_step(psi, 8, 8, **NET)
+    assert single_node.shard_fabric == "intra-node"
+    assert single_node.allgather_s == pytest.approx(2 * ring_oracle("allgather", 2 * psi, 8, 0, 300e9))
+
+
+def test_fabric_placement():
+    assert hsdp.shard_fabric(64, 4, 8) == "intra-node"
+    assert hsdp.shard_fabric(64, 16, 8) == "inter-node"
+    assert hsdp.shard_fabric(24, 3, 8) == "inter-node"  # groups of 3 straddle 8-GPU nodes
+    assert hsdp.shard_fabric(6, 3, 8) == "intra-node"   # the whole world is one node
+    assert hsdp.replica_fabric(8, 2, 8) == "intra-node"
+    assert hsdp.replica_fabric(16, 2, 8) == "inter-node"
+
+
+def test_article_shard_inside_the_node_wins():
+    # "Sharding across all 512 GPUs puts the per-layer AllGather on the slow fabric."
+    node = hsdp.hsdp_step(7e9, 512, 8, alpha_s=5e-6, num_units=32, **NET)
+    world = hsdp.hsdp_step(7e9, 512, 512, alpha_s=5e-6, num_units=32, **NET)
+    assert node.total_comm_s < world.total_comm_s / 3
+    # "You keep 1/8 of the memory saving instead of 1/512."
+    assert node.memory.total_bytes / world.memory.total_bytes == 64
+
+
+def test_no_reshard_drops_one_gather():
+    a = hsdp.hsdp_step(1e9, 64, 8, **NET)
+    b = hsdp.hsdp_step(1e9, 64, 8, reshard_after_forward=False, **NET)
+    assert b.allgather_s == pytest.approx(a.allgather_s / 2)
+
+
+def test_shard_group_sizes():
+    assert hsdp.shard_group_sizes(12) == (1, 2, 3, 4, 6, 12)
+    assert hsdp.shard_group_sizes(64, 8) == (1, 2, 4, 8, 16, 32, 64)
+    assert hsdp.shard_group_sizes(48, 8) == (1, 2, 4, 8, 16, 24, 48)
+    assert hsdp.shard_group_sizes(1) == (1,)
+
+
+def test_smallest_fitting_group_cases():
+    # 70B, Adam mixed: 1120 GB of states. 80 GB HBM with 20 GB activations -> need 16Psi/g <= 60 GB -> g >= 18.7.
+    assert hsdp.smallest_fitting_group(70e9, 512, hbm_bytes=80e9, activation_bytes=20e9) == 32
+    assert hsdp.smallest_fitting_group(70e9, 48, hbm_bytes=80e9, activation_bytes=20e9) == 24
+    assert hsdp.smallest_fitting_group(70e9, 40, hbm_bytes=80e9, activation_bytes=20e9) == 20
+    # 20 straddles 8-GPU nodes; the next node-aligned size is 40.
+    assert hsdp.smallest_fitting_group(70e9, 40, hbm_bytes=80e9, activation_bytes=20e9, gpus_per_node=8) == 40
+    assert hsdp.smallest_fitting_group(70e9, 8, hbm_bytes=80e9, activation_bytes=20e9) is None
+    assert hsdp.smallest_fitting_group(1e9, 64, hbm_bytes=80e9) == 1
+    # The gathered unit counts: a 7e9-parameter unit adds 28 GB (2 B params + 2 B grads): 35+28+20 > 80 at g=32.
+    assert hsdp.smallest_fitting_group(70e9, 512, hbm_bytes=80e9, activation_bytes=20e9,
+                                       largest_unit_params=7e9) == 64
+
+
+def test_bad_inputs_named():
+    with pytest.raises(ValueError, match="shard_group_size=3 does not divide world_size=64"):
+        hsdp.hsdp_step(1e9, 64, 3, **NET)
+    with pytest.raises(ValueError, match="gpus_per_node=8 does not divide world_size=12"):
+        hsdp.hsdp_step(1e9, 12, 4, **NET)
+    with pytest.raises(ValueError, match="inter_node_bandwidth_bytes_per_s"):
+        hsdp.hsdp_step(1e9, 64, 8, gpus_per_node=8, intra_node_bandwidth_bytes_per_s=1e11,
+                       inter_node_bandwidth_bytes_per_s=-1)
+    with pytest.raises(ValueError, match="params"):
+        hsdp.hsdp_step(math.nan, 64, 8, **NET)
+    with pytest.raises(ValueError, match="num_units"):
+        hsdp.hsdp_step(1e9, 64, 8, num_units=0, **NET)
+    with pytest.raises(ValueError, match="inter_node_alpha_s"):
+        hsdp.hsdp_step(1e9, 64, 8, inter_node_alpha_s=-1e-6, **NET)
+    with pytest.raises(ValueError, match="hbm_bytes"):
+        hsdp.smallest_fitting_group(1e9, 64, hbm_bytes=0)
+    with pytest.raises(ValueError, match="world_size"):
+        hsdp.smallest_fitting_group(1e9, 0, hbm_bytes=1e9)
+    with pytest.raises(ValueError, match="largest_unit_params"):
+        hsdp.smallest_fitting_group(1e9, 8, hbm_bytes=1e9, largest_unit_params=2e9)
+
+
+# ---- properties ----------------------------------------------------------------------------
+
+worlds = st.sampled_from([1, 2, 4, 8, 16, 24, 64, 96, 512, 4096])
+
+
+@SETTINGS
+@given(st.floats(1e6, 1e13), worlds, st.integers(0, 12), st.sampled_from([1, 2, 4, 8]),
+       st.sampled_from([0.0, 1e-6, 1e-4]), st.integers(1, 64), st.booleans())
+def test_step_invariants(params, world, pick, gpn, alpha, units, reshard):
+    assume(world <= gpn or world % gpn == 0)
+    sizes = hsdp.shard_group_sizes(world)
+    g = sizes[pick % len(sizes)]
+    step = hsdp.hsdp_step(params, world, g, gpus_per_node=gpn, intra_node_bandwidth_bytes_per_s=3e11,
+                          inter_node_bandwidth_bytes_per_s=2.5e10, alpha_s=alpha, num_units=units,
+                          reshard_after_forward=reshard)
+    parts = (step.allgather_s, step.reducescatter_s, step.allreduce_s, step.total_comm_s)
+    assert all(math.isfinite(x) and x >= 0 for x in parts)
+    assert step.total_comm_s == pytest.approx(sum(parts[:3]))
+    assert step.replicas * g == world
+    assert step.memory == memory.model_states(params, g, 3)
+    # An AllReduce is a ReduceScatter + AllGather (same fabric, same bytes): check on the replica group.
+    if step.replicas > 1:
+        fabric_bw = 3e11 if step.replica_fabric == "intra-node" else 2.5e10
+        ar = ring_oracle("allreduce", 2 * params / g / units, step.replicas, alpha, fabric_bw)
+        rs = ring_oracle("reducescatter", 2 * params / g / units, step.replicas, alpha, fabric_bw)
+        ag = ring_oracle("allgather", 2 * params / g / units, step.replicas, alpha, fabric_bw)
+        assert ar == pytest.approx(rs + ag)
+        assert step.allreduce_s == pytest.approx(units * ar)
+
+
+@SETTINGS
+@given(st.floats(1e8, 1e13), worlds, st.floats(1e9, 2e11), st.floats(0, 5e10))
+def test_smallest_fitting_group_is_smallest(params, world, hbm, activations):
+    g = hsdp.smallest_fitting_group(params, world, hbm_bytes=hbm, activation_bytes=activations)
+    need = lambda size: memory.model_states(params, size, 3).total_bytes + activations
+    smaller = [d for d in hsdp.shard_group_sizes(world) if g is None or d < g]
+    assert all(need(d) > hbm for d in smaller)
+    if g is None:
+        assert need(world) > hbm
+    else:
+        assert world % g == 0 and need(g) <= hbm
+
+
+@SETTINGS
+@given(st.floats(1e6, 1e13), worlds)
+def test_memory_monotone_in_group(params, world):
+    totals = [hsdp.hsdp_step(params, world, g, **NET).memory.total_bytes for g in hsdp.shard_group_sizes(world)]
+    assert all(a > b for a, b in zip(totals, totals[1:]))
+    assert totals[0] == 16 * params
