@@ -1,0 +1,210 @@
+"""What a reader does, in headless Chromium: the page boots Python from its own origin,
+every figure goes live, every control changes the drawing and the numbers (to exactly
+what models/ computes), the URL carries state, and a broken figure stays contained."""
+import io
+import json
+import zipfile
+
+import pytest
+
+from figures import registry
+from figures.contract import Select, Slider, Toggle, encode_state
+from models import memory, pipeline
+
+from conftest import PageSession
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def session(browser, base_url):
+    session = PageSession(browser, base_url)
+    session.open("/")
+    yield session
+    session.close()
+
+
+def readouts(page, anchor):
+    return page.eval_on_selector_all(
+        f"#{anchor} [data-role=readout] [data-key]",
+        "nodes => Object.fromEntries(nodes.map(n => [n.dataset.key, {text: n.querySelector('dd').textContent, value: n.dataset.value === undefined ? null : Number(n.dataset.value)}]))",
+    )
+
+
+def view_fingerprint(page, anchor):
+    """The drawing as the browser holds it: SVG markup, or the data Plotly is showing."""
+    return page.eval_on_selector(
+        f"#{anchor} [data-role=view]",
+        "view => { const plot = view.querySelector('.js-plotly-plot');"
+        " return plot ? JSON.stringify(plot.data.map(t => [t.x, t.y, t.marker && t.marker.opacity])) : view.innerHTML; }",
+    )
+
+
+def set_control(page, figure, key, value):
+    control = figure.control(key)
+    selector = f"#{figure.anchor} [data-control='{key}']"
+    if isinstance(control, Slider):
+        page.fill(selector, str(control.position(value)))
+    elif isinstance(control, Select):
+        page.select_option(selector, str(value))
+    elif isinstance(control, Toggle):
+        page.set_checked(selector, bool(value))
+
+
+def expected_readouts(figure, state):
+    return {r.key: {"text": r.text, "value": r.value} for r in figure.render(figure.validate_state(state)).readouts}
+
+
+def assert_shows(page, figure, state):
+    shown = readouts(page, figure.anchor)
+    expected = expected_readouts(figure, state)
+    assert shown.keys() == expected.keys()
+    for key, want in expected.items():
+        assert shown[key]["text"] == want["text"], key
+        if want["value"] is not None:
+            assert shown[key]["value"] == want["value"], key
+
+
+def test_page_boots_clean_from_its_own_origin(session):
+    page = session.page
+    assert page.evaluate("document.documentElement.dataset.python") == "ready"
+    assert page.locator(".py-error").count() == 0
+    assert session.blocked == [], f"off-origin requests: {session.blocked}"
+    assert session.console_errors == [] and session.page_errors == []
+
+
+def test_every_figure_is_live(session):
+    states = session.page.eval_on_selector_all("figure[data-figure]", "fs => fs.map(f => [f.dataset.figure, f.dataset.state])")
+    assert {number for number, _ in states} >= {"08", "15"}
+    assert all(state == "live" for _, state in states), states
+
+
+def test_figure_08_every_control_changes_view_and_numbers(session):
+    page, figure = session.page, registry()[8]
+    state = figure.default_state()
+    moves = [("params", 175_000_000_000), ("N", 8), ("stage", 1), ("optimizer", "adam_fp32"), ("stage", 0), ("N", 1024)]
+    for key, value in moves:
+        before = view_fingerprint(page, figure.anchor)
+        set_control(page, figure, key, value)
+        state[key] = value
+        assert view_fingerprint(page, figure.anchor) != before, f"moving {key} did not redraw"
+        assert_shows(page, figure, state)
+    shown = readouts(page, figure.anchor)
+    assert shown["per_device_bytes"]["value"] == memory.model_states_for(175e9, 1024, 0, "adam_fp32").total_bytes
+    assert shown["comm_psi"]["value"] == memory.comm_volume_psi(0)
+
+
+def test_figure_08_reproduces_the_zero_paper(session):
+    page, figure = session.page, registry()[8]
+    for key, value in (("params", 7_500_000_000), ("N", 64), ("optimizer", "adam_mixed")):
+        set_control(page, figure, key, value)
+    for stage, text in {0: "120 GB", 1: "31.4 GB", 2: "16.6 GB", 3: "1.88 GB"}.items():
+        set_control(page, figure, "stage", stage)
+        assert readouts(page, figure.anchor)["per_device_bytes"]["text"] == text
+
+
+def test_figure_15_every_control_changes_view_and_numbers(session):
+    page, figure = session.page, registry()[15]
+    state = figure.default_state()
+    for key, value in (("P", 8), ("m", 16), ("v", 4), ("m", 64), ("P", 2), ("v", 1)):
+        before = view_fingerprint(page, figure.anchor)
+        set_control(page, figure, key, value)
+        state[key] = value
+        assert view_fingerprint(page, figure.anchor) != before, f"moving {key} did not redraw"
+        assert_shows(page, figure, state)
+        shown = readouts(page, figure.anchor)
+        one_f_one_b = pipeline.simulate("1f1b", state["P"], state["m"])
+        assert shown["bubble_1f1b"]["value"] == one_f_one_b.bubble_ratio
+        assert shown["stashes_1f1b"]["value"] == min(state["P"], state["m"])
+        assert shown["stashes_gpipe"]["value"] == state["m"]
+
+
+def test_moving_a_control_puts_the_state_in_the_url(session):
+    page, figure = session.page, registry()[15]
+    set_control(page, figure, "P", 8)
+    set_control(page, figure, "m", 16)
+    state = figure.validate_state({**figure.default_state(), "P": 8, "m": 16, "v": 1})
+    set_control(page, figure, "v", 1)
+    assert page.evaluate("location.hash") == "#" + encode_state(figure, state)
+
+
+def test_in_page_link_with_state_restores_it(session):
+    page, figure = session.page, registry()[8]
+    page.evaluate("location.hash = '#fig-08:params=70000000000,N=16,stage=2'")
+    page.wait_for_function("document.querySelector('#fig-08 [data-control=stage]').value === '2'")
+    assert_shows(page, figure, {"params": 70_000_000_000, "N": 16, "stage": 2, "optimizer": "adam_mixed"})
+
+
+def test_no_errors_after_all_that_interaction(session):
+    assert session.console_errors == [] and session.page_errors == []
+    assert session.page.locator(".py-error").count() == 0
+    assert session.blocked == []
+
+
+def broken_archive(site, figure_file):
+    """The site's Python archive with one figure whose render always raises."""
+    original = next((site / "py").glob("playbook.*.zip")).read_bytes()
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(original)) as source, zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == figure_file:
+                data += b"\n\ndef render(state):\n    raise RuntimeError('injected fault')\n"
+            target.writestr(item, data)
+    return out.getvalue()
+
+
+def test_url_state_restores_on_load_and_a_broken_figure_stays_contained(browser, base_url, site):
+    archive = broken_archive(site, "figures/fig08_zero_ladder.py")
+    routes = {"**/py/playbook.*.zip": lambda route: route.fulfill(status=200, body=archive, content_type="application/zip")}
+    session = PageSession(browser, base_url, routes=routes)
+    try:
+        page = session.open("/#fig-15:P=8,m=16")
+        fifteen, eight = registry()[15], registry()[8]
+        assert page.input_value("#fig-15 [data-control=P]") == "8"
+        assert page.input_value("#fig-15 [data-control=m]") == "16"
+        assert_shows(page, fifteen, {"P": 8, "m": 16})
+        assert page.evaluate("(() => { const r = document.querySelector('#fig-15').getBoundingClientRect(); return r.top < innerHeight && r.bottom > 0; })()")
+
+        set_control(page, eight, "N", 8)
+        assert page.get_attribute("#fig-08", "data-state") == "error"
+        assert "injected fault" in page.text_content("#fig-08 [data-role=error]")
+        assert page.is_visible("#fig-08 [data-role=error]")
+
+        set_control(page, fifteen, "m", 32)
+        assert page.get_attribute("#fig-15", "data-state") == "live"
+        assert_shows(page, fifteen, {"P": 8, "m": 32})
+        assert page.locator(".py-error").count() == 0 and session.page_errors == []
+    finally:
+        session.close()
+
+
+def test_page_is_complete_before_python_and_without_it(browser, base_url):
+    """With the Python runtime unreachable, every figure still shows its build-time
+    drawing: the SVG inline and the Plotly chart drawn from its baked spec."""
+    session = PageSession(browser, base_url, routes={"**/pyodide.asm.wasm": lambda route: route.abort()})
+    try:
+        page = session.page
+        page.goto(base_url + "/")
+        page.wait_for_selector("#fig-08 .js-plotly-plot .bars", timeout=30_000)
+        bars = page.evaluate("document.querySelector('#fig-08 .js-plotly-plot').data.map(t => t.y.length)")
+        assert bars == [4, 4, 4]
+        assert page.locator("#fig-15 [data-role=view] svg path.op-F").count() > 0
+        assert_shows(page, registry()[15], registry()[15].default_state())
+        assert page.get_attribute("#fig-15", "data-state") == "static"
+    finally:
+        session.close()
+
+
+def test_without_javascript_charts_read_as_text(browser, base_url):
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(base_url + "/")
+        figure = registry()[8]
+        summary = figure.render(figure.default_state()).summary()
+        assert page.text_content("#fig-08 .plot-fallback").strip() == summary
+        assert not page.is_visible("#fig-08 [data-role=controls]")
+        assert page.locator("#fig-15 svg").count() == 1
+    finally:
+        context.close()
