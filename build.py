@@ -21,6 +21,7 @@ import json
 import re
 import shutil
 import sys
+import traceback
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,11 +365,11 @@ def build(dist=ROOT / "dist", base_url="/"):
     sections = []
     for path in sorted(CONTENT.glob("*.md")):
         try:
-            sections.append(article.render_file(path))
+            sections.append(f'<section class="chapter" data-source="{path.name}">\n{article.render_file(path)}</section>')
         except BuildError:
             raise
         except jinja2.TemplateError as error:
-            raise BuildError(f"{path.relative_to(ROOT)}: template error: {error}") from error
+            raise BuildError(f"{template_location(error)}: template error while rendering {path.name}: {error}") from error
     body = "\n".join(sections).replace("<!--REFERENCES-->", article.reference_list())
     check_figure_order(article)
 
@@ -384,10 +385,18 @@ def build(dist=ROOT / "dist", base_url="/"):
             script=f"{base_url}{script}",
         )
     except jinja2.TemplateError as error:
-        where = f"{getattr(error, 'filename', None) or 'site/templates'}:{getattr(error, 'lineno', '?')}"
-        raise BuildError(f"{where}: template error: {error}") from error
+        raise BuildError(f"{template_location(error)}: template error: {error}") from error
     (dist / "index.html").write_text(page, encoding="utf-8")
     return dist
+
+
+def template_location(error):
+    """``file:line`` of a Jinja error: syntax errors carry it, runtime errors leave it in
+    the traceback (Jinja maps template frames back to template lines)."""
+    if getattr(error, "filename", None) and getattr(error, "lineno", None):
+        return f"{error.filename}:{error.lineno}"
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.endswith(".html")]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "site/templates"
 
 
 def check_figure_order(article):

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Load-time and interaction benchmark of the built site in headless Chromium.
+
+    .venv/bin/python bench/browser.py [--runs 5] [--moves 50]
+
+Prints two tables:
+  1. per page load (fresh browser context, so a cold HTTP cache each time): first
+     contentful paint; time until the Python runtime is ready; time until every figure
+     is live; and, in the same browser session, the time a blank page needs to boot bare
+     Pyodide (the floor). All times from navigation start.
+  2. per figure: input-to-repaint latency over N control moves (seeded random values
+     over each control's full range): from dispatching the ``input`` event to the end
+     of the synchronous re-render plus the style and layout it forces.
+Not part of the test suite: numbers depend on the machine.
+"""
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+
+import build  # noqa: E402
+from conftest import BROWSER_ARGS, chromium_path  # noqa: E402
+from figures import registry  # noqa: E402
+from figures.contract import Select, Slider, Toggle  # noqa: E402
+
+MARKS = """
+window.__bench = {};
+new MutationObserver(() => {
+  const root = document.documentElement;
+  if (root.dataset.python === 'ready' && !window.__bench.ready) window.__bench.ready = performance.now();
+  const figures = [...document.querySelectorAll('figure[data-figure]')];
+  if (figures.length && figures.every(f => f.dataset.state === 'live') && !window.__bench.live) window.__bench.live = performance.now();
+}).observe(document, {attributes: true, subtree: true, attributeFilter: ['data-python', 'data-state']});
+"""
+
+FLOOR_PAGE = """<!doctype html><html><head><meta charset="utf-8"></head><body>
+<script type="module">
+import {{ loadPyodide }} from "/{pyodide_dir}/pyodide.mjs";
+await loadPyodide();
+window.__floor = performance.now();
+</script></body></html>"""
+
+MOVE = """([selector, value]) => {
+  const input = document.querySelector(selector);
+  const view = input.closest('figure').querySelector('[data-role=view]');
+  input.value = value;
+  const t0 = performance.now();
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  view.getBoundingClientRect();
+  return performance.now() - t0;
+}"""
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def control_values(control):
+    if isinstance(control, Slider):
+        if control.stops:
+            return [str(i) for i in range(len(control.stops))]
+        steps = int(round((control.max - control.min) / control.step))
+        return [str(control.coerce(control.min + i * control.step)) for i in range(steps + 1)]
+    if isinstance(control, Select):
+        return [str(v) for v in control.values]
+    return None
+
+
+def measure_loads(browser, base, runs):
+    rows = []
+    for _ in range(runs):
+        context = browser.new_context()
+        page = context.new_page()
+        page.add_init_script(MARKS)
+        page.goto(base + "/")
+        page.wait_for_function("window.__bench.live && window.__bench.ready", timeout=120_000)
+        fcp = page.evaluate("performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN")
+        marks = page.evaluate("window.__bench")
+        floor_page = context.new_page()
+        floor_page.goto(base + "/bench-floor.html")
+        floor_page.wait_for_function("window.__floor", timeout=120_000)
+        floor = floor_page.evaluate("window.__floor")
+        rows.append((fcp, marks["ready"], marks["live"], floor))
+        context.close()
+    return rows
+
+
+def measure_moves(browser, base, moves):
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(base + "/")
+    page.wait_for_function("document.documentElement.dataset.python === 'ready'", timeout=120_000)
+    results = {}
+    for figure in sorted(registry().values(), key=lambda f: f.number):
+        rng = random.Random(figure.number)
+        controls = [c for c in figure.controls if control_values(c)]
+        latencies = []
+        for i in range(moves):
+            control = controls[i % len(controls)]
+            selector = f"#{figure.anchor} [data-control='{control.key}']"
+            latencies.append(page.evaluate(MOVE, [selector, rng.choice(control_values(control))]))
+        results[figure.number] = latencies
+    errors = page.locator(".py-error").count()
+    context.close()
+    return results, errors
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--moves", type=int, default=50)
+    args = parser.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        site = build.build(Path(tmp) / "dist")
+        pyodide_dir = next((site / "vendor").glob("pyodide-*")).relative_to(site).as_posix()
+        (site / "bench-floor.html").write_text(FLOOR_PAGE.format(pyodide_dir=pyodide_dir))
+        server = build.make_server(site, "127.0.0.1", 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium_path(), args=BROWSER_ARGS)
+            loads = measure_loads(browser, base, args.runs)
+            moves, errors = measure_moves(browser, base, args.moves)
+            browser.close()
+        server.shutdown()
+
+    print(f"Page loads (ms from navigation start; fresh context each run; {args.runs} runs)")
+    print(f"{'run':>4} {'FCP':>8} {'ready':>8} {'all live':>9} {'Pyodide floor':>14} {'live/floor':>11}")
+    for i, (fcp, ready, live, floor) in enumerate(loads, 1):
+        print(f"{i:>4} {fcp:>8.0f} {ready:>8.0f} {live:>9.0f} {floor:>14.0f} {live / floor:>11.2f}")
+    med = [statistics.median(col) for col in zip(*loads)]
+    print(f"{'med':>4} {med[0]:>8.0f} {med[1]:>8.0f} {med[2]:>9.0f} {med[3]:>14.0f} {med[2] / med[3]:>11.2f}")
+    print()
+    print(f"Input-to-repaint latency ({args.moves} moves per figure, ms)")
+    print(f"{'figure':>7} {'p50':>7} {'p95':>7} {'max':>7}")
+    for number, values in moves.items():
+        print(f"{number:>7} {percentile(values, 0.5):>7.1f} {percentile(values, 0.95):>7.1f} {max(values):>7.1f}")
+    if errors:
+        print(f"WARNING: {errors} .py-error banners after the moves")
+
+
+if __name__ == "__main__":
+    main()

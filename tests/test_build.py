@@ -1,0 +1,156 @@
+"""The builder: deterministic output, versioned asset URLs, a server with the MIME types
+Pyodide needs, and source mistakes reported as file:line instead of a silent blank."""
+import json
+import re
+import threading
+import urllib.request
+from pathlib import Path
+
+import jinja2
+import pytest
+
+import build
+from figures import registry
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return build.build(tmp_path_factory.mktemp("a") / "dist")
+
+
+def site_files(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_build_is_deterministic(built, tmp_path):
+    again = build.build(tmp_path / "dist")
+    assert site_files(built) == site_files(again)
+
+
+def test_asset_urls_carry_a_content_hash_or_version(built):
+    html = (built / "index.html").read_text()
+    urls = re.findall(r'(?:src|href|config)="(/[^"#]+)"', html)
+    assert urls
+    for url in urls:
+        assert re.search(r"\.[0-9a-f]{12}\.|/vendor/[a-z.]+-\d+\.\d+\.\d+/", url), url
+        assert (built / url.lstrip("/")).is_file(), url
+
+
+def test_pyscript_config_uses_local_interpreter_and_one_archive(built):
+    html = (built / "index.html").read_text()
+    config_url = re.search(r'<script type="py" config="([^"]+)"', html).group(1)
+    config = json.loads((built / config_url.lstrip("/")).read_text())
+    assert config["interpreter"] == "/vendor/pyodide-314.0.7/pyodide.mjs"
+    assert "packages" not in config
+    [(archive, target)] = config["files"].items()
+    assert target == "./*" and archive.startswith("/py/playbook.") and archive.endswith(".zip")
+    for name in build.PYODIDE_FILES:
+        assert (built / "vendor/pyodide-314.0.7" / name).is_file()
+    assert (built / "vendor/pyscript-0.7.31/core.js").is_file()
+
+
+def test_base_url_prefixes_every_root_absolute_path(tmp_path):
+    out = build.build(tmp_path / "dist", base_url="/playbook/")
+    html = (out / "index.html").read_text()
+    assert not re.search(r'(?:src|href|config)="/(?!playbook/)', html)
+    config_url = re.search(r'<script type="py" config="([^"]+)"', html).group(1)
+    config = json.loads((out / config_url.removeprefix("/playbook/")).read_text())
+    assert config["interpreter"].startswith("/playbook/vendor/pyodide-")
+    assert all(source.startswith("/playbook/py/") for source in config["files"])
+    with pytest.raises(build.BuildError, match="base-url"):
+        build.build(tmp_path / "x", base_url="playbook")
+
+
+def test_every_figure_is_baked_in_with_its_default_view(built):
+    html = (built / "index.html").read_text()
+    for figure in registry().values():
+        assert f'id="{figure.anchor}"' in html and 'data-state="static"' in html
+        for readout in figure.render(figure.default_state()).readouts:
+            assert f'data-key="{readout.key}"' in html
+
+
+def test_server_sends_the_mime_types_pyodide_needs(built):
+    server = build.make_server(built, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for path, mime in (("pyodide.asm.wasm", "application/wasm"), ("pyodide.mjs", "text/javascript")):
+            with urllib.request.urlopen(f"{base}/vendor/pyodide-314.0.7/{path}") as response:
+                assert response.headers["Content-Type"] == mime
+                assert "immutable" in response.headers["Cache-Control"]
+    finally:
+        server.shutdown()
+
+
+# --- source mistakes -----------------------------------------------------------------
+
+
+class FakeStrategies:
+    COMPARISON_COLUMNS, COMPARISON_ROWS, COMPARISON_NOTE = (), (), ""
+
+    @staticmethod
+    def card(key):
+        raise ValueError(f"unknown card {key!r}")
+
+
+def render_markdown(tmp_path, text, name="07-test.md"):
+    templates = jinja2.Environment(loader=jinja2.FileSystemLoader(build.SITE / "templates"), autoescape=True)
+    article = build.Article(templates, registry(), FakeStrategies(), {"known": {"key": "known"}})
+    path = tmp_path / name
+    path.write_text(text)
+    html = article.render_file(path)
+    return article, html
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("## Fine {#fine}\n\nSome text.\n\n:::{figure} 99\n:::\n", r"07-test.md:5: figure 99 does not exist"),
+        ("## A {#a}\n\n:::{figure} 15\n:::\n\n:::{figure} 15\n:::\n", r"07-test.md:6: figure 15 is already placed at .*07-test.md:3"),
+        ("## No anchor here\n", r"07-test.md:1: heading 'No anchor here' needs an explicit"),
+        ("## A {#a}\n\n## B {#a}\n", r"07-test.md:3: anchor #a already used"),
+        ("## A {#a}\n\n:::{sidebar}\n:::\n", r"07-test.md:3: unknown directive"),
+        ("## A {#a}\n\nAs shown [@nobody].\n", r"07-test.md:3: unknown reference \[@nobody\]"),
+        ("## A {#a}\n\n:::{often-said}\nonly a claim\n:::\n", r"07-test.md:3: an often-said callout needs"),
+        ("## A {#a}\n\n:::{card} nope\n:::\n", r"07-test.md:3: unknown card"),
+    ],
+)
+def test_source_mistakes_name_file_and_line(tmp_path, text, message):
+    with pytest.raises(build.BuildError, match=message):
+        render_markdown(tmp_path, text)
+
+
+def test_figures_out_of_order_fail(tmp_path):
+    article, _ = render_markdown(tmp_path, "## A {#a}\n\n:::{figure} 15\n:::\n\n<!-- figure 09: later -->\n")
+    with pytest.raises(build.BuildError, match=r"figure 09 comes after figure 15"):
+        build.check_figure_order(article)
+
+
+def test_directives_render_components(tmp_path):
+    article, html = render_markdown(
+        tmp_path,
+        "## Title {#title}\n\nInline $\\frac{P-1}{m+P-1}$ and [@known].\n\n$$\n16\\Psi\n$$\n\n"
+        ":::{often-said}\nA claim.\n+++\nThe *correction*.\n:::\n\n:::{figure} 8\n:::\n",
+    )
+    assert '<h2 id="title">' in html and 'href="#title"' in html
+    assert html.count("<math") == 2 and 'display="block"' in html
+    assert 'href="#ref-known"' in html and article.cited == ["known"]
+    assert 'data-callout="often-said"' in html and "<em>correction</em>" in html
+    assert 'id="fig-08"' in html and article.placed.keys() == {8}
+
+
+def test_a_template_error_fails_the_build_with_its_location(tmp_path, monkeypatch):
+    broken = tmp_path / "templates"
+    broken.mkdir()
+    for template in (build.SITE / "templates").iterdir():
+        (broken / template.name).write_text(template.read_text())
+    (broken / "page.html").write_text("<html>{{ body | safe }}\n{{ no_such_variable.attr }}</html>")
+    monkeypatch.setattr(build, "SITE", Path(tmp_path))
+    (tmp_path / "static").mkdir()
+    for name in ("playbook.css", "playbook.js"):
+        (tmp_path / "static" / name).write_text("/* */")
+    monkeypatch.setattr(build, "CONTENT", tmp_path / "content")
+    (tmp_path / "content").mkdir()
+    (tmp_path / "content" / "01-a.md").write_text("## A {#a}\n\n:::{figure} 8\n:::\n\n:::{figure} 15\n:::\n")
+    with pytest.raises(build.BuildError, match=r"page\.html:2: template error"):
+        build.build(tmp_path / "dist")

@@ -1,0 +1,52 @@
+"""The numbers the two foundation figures show are the ones models/ computes, and the
+published ones."""
+import pytest
+
+from figures import registry
+from models import memory, pipeline
+
+ZERO_7_5B_N64 = {0: "120 GB", 1: "31.4 GB", 2: "16.6 GB", 3: "1.88 GB"}  # ZeRO paper, Fig. 1
+
+
+def readouts(view):
+    return {r.key: r for r in view.readouts}
+
+
+@pytest.mark.parametrize("stage", memory.STAGES)
+def test_figure_08_shows_the_zero_paper_numbers(stage):
+    figure = registry()[8]
+    state = figure.validate_state({"params": 7.5e9, "N": 64, "stage": stage, "optimizer": "adam_mixed"})
+    shown = readouts(figure.render(state))
+    assert shown["per_device_bytes"].text == ZERO_7_5B_N64[stage]
+    assert shown["comm_psi"].value == (3.0 if stage == 3 else 2.0)
+    assert shown["comm_psi"].text.startswith(f"{shown['comm_psi'].value:g}Ψ")
+
+
+def test_figure_08_bars_stack_to_the_model_totals():
+    figure = registry()[8]
+    state = figure.validate_state({"params": 175e9, "N": 8, "stage": 2, "optimizer": "adam_fp32"})
+    plot = figure.render(state).plot
+    for column, stage in enumerate(memory.STAGES):
+        expected = memory.model_states_for(175e9, 8, stage, "adam_fp32").total_bytes / 1e9
+        assert sum(trace["y"][column] for trace in plot["data"]) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("P,m,v", [(8, 8, 1), (8, 64, 2), (4, 8, 2), (16, 32, 4), (2, 1, 1)])
+def test_figure_15_reads_out_the_simulation(P, m, v):
+    figure = registry()[15]
+    shown = readouts(figure.render(figure.validate_state({"P": P, "m": m, "v": v})))
+    for name in pipeline.SCHEDULES:
+        timeline = pipeline.simulate(name, P, m, v if name == "interleaved" else 1)
+        assert shown[f"bubble_{name}"].value == timeline.bubble_ratio
+        assert shown[f"stashes_{name}"].value == timeline.peak_stashes
+
+
+def test_figure_15_reference_article_numbers():
+    figure = registry()[15]
+    eight = readouts(figure.render(figure.validate_state({"P": 8, "m": 8, "v": 1})))
+    assert eight["bubble_gpipe"].text == "46.7%" and eight["bubble_1f1b"].text == "46.7%"
+    sixty_four = readouts(figure.render(figure.validate_state({"P": 8, "m": 64, "v": 1})))
+    assert sixty_four["bubble_1f1b"].text == "9.9%"
+    assert eight["stashes_1f1b"].value == 8 and eight["stashes_gpipe"].value == 8
+    sixteen = readouts(figure.render(figure.validate_state({"P": 4, "m": 16, "v": 1})))
+    assert sixteen["stashes_1f1b"].value == 4 and sixteen["stashes_gpipe"].value == 16
