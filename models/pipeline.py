@@ -1,0 +1,442 @@
+"""Pipeline-parallel schedules: an event-level simulation and the closed forms.
+
+What it models
+    P devices ("stages") hold consecutive slices of the layers; a batch is cut into
+    m microbatches. Every device runs its forward (F) and backward (B, and for
+    zero-bubble schedules the weight-gradient half W) passes in the fixed order its
+    schedule prescribes; an op starts when its device is free AND its inputs exist:
+
+    * F of microbatch i on virtual stage k needs F of i on k-1,
+    * B of i on k needs B of i on k+1 (the last virtual stage needs its own F of i),
+    * W of i on k needs B of i on k.
+
+    Four schedules: GPipe (Huang et al. 2019), 1F1B / PipeDream-Flush and interleaved
+    1F1B (Narayanan et al. 2021, Sec. 2.2.1 and 2.2.2, as coded in Megatron-LM's
+    ``forward_backward_pipelining_without/with_interleaving``) and ZB-H1 (Qi et al.
+    2023, "Zero Bubble Pipeline Parallelism", ICLR 2024, Sec. 3.1). The simulation
+    yields a Gantt chart, the bubble (idle) ratio and the peak number of live
+    activation stashes per device; ``bubble_ratio_formula`` and ``bubble_over_ideal``
+    give the papers' closed forms. For uniform stages the simulation reproduces them
+    exactly: GPipe and 1F1B for every m; interleaved for every m >= P (Megatron-LM
+    needs P | m by default; we group microbatches by Megatron's own
+    ``microbatch_group_size_per_vp_stage`` rule, see ``interleaved_group_size``);
+    ZB-H1 for m >= P. Below m = P the pipeline never fills: interleaved then takes
+    (vP + m - 1)(t_f + t_b)/v and ZB-H1 (2P + 2m - 1) T for T_F = T_B = T_W = T
+    (derived here, checked by the tests), both above their closed forms.
+
+    Memory: 1F1B holds min(P - d, m) stashes on device d (GPipe: m everywhere);
+    interleaved holds Korthikanti et al. 2022's (1 + (P-1)/(P v)) times 1F1B's on
+    stage 0 when P | m (more when groups are longer than P); ZB-H1 frees a stash
+    only after its W, so every device peaks at min(P, m), the same peak as 1F1B's
+    stage 0 (Qi et al. 2023: "same memory as 1F1B").
+
+What it does not model
+    Point-to-point transfer time (sends are free and instantaneous), the optimizer
+    step, the data-parallel gradient all-reduce, kernel-efficiency loss of small
+    microbatches, and activation recomputation. Memory is counted in stashes, not
+    bytes: one stash = one microbatch's activations for a whole stage, so a chunk of
+    an interleaved stage counts 1/chunks.
+"""
+import gc
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import accumulate, repeat
+from operator import itemgetter
+
+from models._validate import at_most, choice, positive, positive_int
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+SCHEDULE_LABELS = {
+    "gpipe": "GPipe",
+    "1f1b": "1F1B",
+    "interleaved": "Interleaved 1F1B",
+    "zb-h1": "Zero bubble (ZB-H1)",
+}
+
+# Bounds keep one slider move cheap in the browser (the simulation is O(ops)).
+MAX_CHUNKS = 4
+MAX_OPS_PER_KIND = 65536  # stages * microbatches * chunks
+
+
+@dataclass(frozen=True, init=False)
+class Op(tuple):
+    """One pass of one microbatch on one device; times in seconds from step start.
+
+    A tuple underneath (fields in this order) so that ``simulate`` can build the
+    ~10^4 ops of a large schedule at C speed; the dataclass supplies the names,
+    repr, equality and immutability. ``Op(stage, kind, ...)`` works as usual.
+    """
+
+    __slots__ = ()
+    stage: int  # device index, 0 = first
+    kind: str  # "F", "B" (full backward, or input-gradient half for zb-h1), "W"
+    microbatch: int
+    chunk: int  # model chunk on this device (0 unless interleaved)
+    start: float
+    end: float
+
+    def __new__(cls, stage, kind, microbatch, chunk, start, end):
+        return tuple.__new__(cls, (stage, kind, microbatch, chunk, start, end))
+
+    def __getnewargs__(self):  # copy / pickle rebuild through __new__
+        return tuple(self)
+
+
+for _index, _name in enumerate(("stage", "kind", "microbatch", "chunk", "start", "end")):
+    setattr(Op, _name, property(itemgetter(_index), doc=f"field {_index} of the tuple"))
+del _index, _name
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Result of ``simulate``: the Gantt chart and what it costs."""
+
+    schedule: str
+    stages: int
+    microbatches: int
+    chunks: int
+    ops: tuple = field(repr=False)  # of Op, sorted by (stage, start)
+    makespan: float  # seconds from the first F to the last op
+    busy_per_stage: tuple  # seconds each device computes
+    idle_per_stage: tuple  # makespan - busy: the bubble on each device
+    bubble_ratio: float  # total idle / (stages * makespan)
+    peak_stashes_per_stage: tuple  # max live activation stashes (1 = one microbatch, whole stage)
+    peak_stashes: float  # max over stages
+    worst_stage: int  # stage with the most peak stashes (lowest index on ties)
+
+
+# ---------------------------------------------------------------------------
+# Per-device op orders, as lists of op ids. Op ids number every pass of the step:
+# kind * block + virtual_stage * m + microbatch, kind 0 = F, 1 = B, 2 = W, where
+# block = virtual stages * m. Virtual stage k lives on device k % P as chunk k // P.
+
+
+def _alternate(first, second):
+    """first[0], second[0], first[1], second[1], ... (equal lengths)."""
+    merged = [0] * (2 * len(first))
+    merged[0::2] = first
+    merged[1::2] = second
+    return merged
+
+
+def _one_f_one_b(forwards, backwards, warmup):
+    # Narayanan et al. 2021, Sec. 2.2.1 (Megatron-LM forward_backward_pipelining_
+    # without_interleaving): `warmup` forwards, then one forward / one backward,
+    # then the remaining backwards.
+    steady = len(forwards) - warmup
+    return (
+        forwards[:warmup]
+        + _alternate(forwards[warmup:], backwards[:steady])
+        + backwards[steady:]
+    )
+
+
+def _gpipe_order(stages, microbatches, device, block):
+    # GPipe (Huang et al. 2019, Fig. 2c): all forwards, then all backwards, last
+    # microbatch first, as autograd unwinds the accumulated graph.
+    first = device * microbatches
+    forwards = list(range(first, first + microbatches))
+    return forwards + list(range(block + first + microbatches - 1, block + first - 1, -1))
+
+
+def _one_f_one_b_order(stages, microbatches, device, block):
+    # PipeDream-Flush: min(P-d-1, m) warm-up forwards on device d.
+    first = device * microbatches
+    forwards = list(range(first, first + microbatches))
+    backwards = list(range(block + first, block + first + microbatches))
+    return _one_f_one_b(forwards, backwards, min(stages - device - 1, microbatches))
+
+
+def interleaved_group_size(stages, microbatches):
+    """Microbatches per group in the interleaved schedule (Megatron-LM
+    ``microbatch_group_size_per_vp_stage``): the smallest N >= P such that the last
+    group, m mod N, is empty or holds at least P microbatches (Megatron-LM's own
+    validity rule); N = P whenever P divides m. Below m = P there is a single
+    group of all m microbatches (Megatron rejects this; the simulation runs it)."""
+    stages = positive_int("stages", stages)
+    microbatches = positive_int("microbatches", microbatches)
+    if microbatches <= stages:
+        return microbatches
+    for size in range(stages, microbatches + 1):
+        rest = microbatches % size
+        if rest == 0 or rest >= stages:
+            return size
+    return microbatches  # unreachable: size = m always qualifies
+
+
+def _interleaved_orders(stages, microbatches, chunks, block):
+    # Narayanan et al. 2021, Sec. 2.2.2; Megatron-LM get_schedule_table and
+    # get_pp_rank_microbatches: groups of N microbatches go through chunk 0, then
+    # chunk 1, ...; device d runs (P-d-1)*2 + (v-1)*N warm-up forwards (capped at
+    # m*v), then 1F1B over these "virtual microbatches"; backward k walks the same
+    # table with the chunk order reversed.
+    group = interleaved_group_size(stages, microbatches)
+    table = []
+    for first in range(0, microbatches, group):
+        members = range(first, min(first + group, microbatches))
+        table += [(i, c) for c in range(chunks) for i in members]
+    chunk_stride = stages * microbatches  # id distance between chunks of one device
+    forward_ids = [c * chunk_stride + i for i, c in table]
+    backward_ids = [block + (chunks - 1 - c) * chunk_stride + i for i, c in table]
+    total = microbatches * chunks
+    orders = []
+    for d in range(stages):
+        shift = d * microbatches
+        warmup = min((stages - d - 1) * 2 + (chunks - 1) * group, total)
+        orders.append(
+            _one_f_one_b(
+                list(map(shift.__add__, forward_ids)),
+                list(map(shift.__add__, backward_ids)),
+                warmup,
+            )
+        )
+    return orders
+
+
+def _zb_h1_order(stages, microbatches, device, block):
+    # ZB-H1 (Qi et al. 2023, Sec. 3.1, Fig. 3): 1F1B's warm-up, then F, B and the W
+    # of the microbatch `device` backwards earlier; this rule reproduces the paper's
+    # bubble (P-1)(T_F+T_B-T_W) and 1F1B's peak memory (both checked by the tests). Holding up to d W's on
+    # device d lets its B's go upstream sooner; the held W's fill the tail bubble.
+    # A stash is freed by its W, so every device peaks at min(P, m) stashes, which is
+    # 1F1B's peak (on stage 0), now reached on every stage.
+    m = microbatches
+    first = device * m
+    warmup = min(stages - device - 1, m)
+    order = list(range(first, first + warmup))
+    next_w = 0
+    for j in range(m):
+        if warmup + j < m:
+            order.append(first + warmup + j)
+        order.append(block + first + j)
+        if j - next_w >= device:  # more than `device` W's held: release the oldest
+            order.append(2 * block + first + next_w)
+            next_w += 1
+    order += range(2 * block + first + next_w, 2 * block + first + m)
+    return order
+
+
+def _device_orders(schedule, stages, microbatches, chunks, block):
+    if schedule == "interleaved" and chunks > 1:
+        return _interleaved_orders(stages, microbatches, chunks, block)
+    # With one chunk Megatron-LM runs the plain 1F1B function, so interleaved = 1F1B.
+    build = {"gpipe": _gpipe_order, "zb-h1": _zb_h1_order}.get(schedule, _one_f_one_b_order)
+    return [build(stages, microbatches, d, block) for d in range(stages)]
+
+
+# ---------------------------------------------------------------------------
+# The simulation.
+
+
+def _validate(schedule, stages, microbatches, chunks):
+    choice("schedule", schedule, SCHEDULES)
+    stages = positive_int("stages", stages)
+    microbatches = positive_int("microbatches", microbatches)
+    chunks = positive_int("chunks", chunks)
+    at_most("chunks", chunks, MAX_CHUNKS)
+    if schedule != "interleaved" and chunks != 1:
+        raise ValueError(
+            f"chunks={chunks} applies only to the interleaved schedule, not {schedule!r}"
+        )
+    return stages, microbatches, chunks
+
+
+def simulate(
+    schedule,
+    stages,
+    microbatches,
+    chunks=1,
+    *,
+    forward_s=1.0,
+    backward_s=2.0,
+    stage_time_factors=None,
+):
+    """Run ``schedule`` on ``stages`` devices for one step of ``microbatches``.
+
+    forward_s / backward_s: one microbatch through one whole uniform stage (the
+    backward is the full one; zb-h1 splits it into B and W of backward_s/2 each).
+    Interleaved: each of the ``chunks`` chunks per device takes 1/chunks of those.
+    stage_time_factors: per-device multipliers (heavy first stage: embedding; heavy
+    last stage: LM head + loss), default 1.0 each. Results are cached.
+    """
+    stages, microbatches, chunks = _validate(schedule, stages, microbatches, chunks)
+    positive("forward_s", forward_s)
+    positive("backward_s", backward_s)
+    if stage_time_factors is None:
+        factors = (1.0,) * stages
+    else:
+        try:
+            factors = tuple(stage_time_factors)
+        except TypeError:
+            raise ValueError(
+                f"stage_time_factors must be a sequence of numbers, got {stage_time_factors!r}"
+            ) from None
+        if len(factors) != stages:
+            raise ValueError(
+                f"stage_time_factors must have one entry per stage ({stages}), got {len(factors)}"
+            )
+        for d, factor in enumerate(factors):
+            positive(f"stage_time_factors[{d}]", factor)
+        factors = tuple(float(f) for f in factors)
+    if stages * microbatches * chunks > MAX_OPS_PER_KIND:
+        raise ValueError(
+            f"stages={stages}, microbatches={microbatches}, chunks={chunks}: the simulation "
+            f"allows stages*microbatches*chunks <= {MAX_OPS_PER_KIND}"
+        )
+    # Building ~10^4 ops would set off dozens of cyclic-GC passes over this call's own
+    # large lists; nothing here forms cycles, so pause the collector (halves the time).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        timeline = _simulate(
+            schedule, stages, microbatches, chunks, float(forward_s), float(backward_s), factors
+        )
+    finally:
+        if collecting:
+            gc.enable()
+    if not 0 < timeline.makespan < math.inf:
+        raise ValueError(
+            f"forward_s={forward_s}, backward_s={backward_s}: step time "
+            f"{timeline.makespan} s is not a positive finite number"
+        )
+    return timeline
+
+
+@lru_cache(maxsize=16)  # a large timeline holds ~10^4 ops: keep few (memory, GC)
+def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, factors):
+    m = microbatches
+    virtual_stages = stages * chunks
+    block = virtual_stages * m
+    split = schedule == "zb-h1"
+    kinds = "FBW" if split else "FB"
+    done = len(kinds) * block  # a pseudo-op, finished at t=0: first forwards wait on it
+    # Zero-bubble split (Qi et al. 2023, Sec. 2): T_B = T_W = half the full backward.
+    backward_part_s = backward_s / 2 if split else backward_s
+
+    # Per-op-id tables, built with list arithmetic (no per-op Python work).
+    dependency = (
+        [done] * m + list(range(block - m))  # F(i, k) <- F(i, k-1)
+        + list(range(block + m, 2 * block))  # B(i, k) <- B(i, k+1)
+        + list(range(block - m, block))  # ... last virtual stage: B <- its own F
+    )
+    if split:
+        dependency += range(block, 2 * block)  # W(i, k) <- B(i, k)
+    duration = []
+    chunk_of = []
+    for pass_s in (forward_s, backward_part_s, backward_part_s)[: len(kinds)]:
+        for k in range(virtual_stages):
+            duration += [pass_s * factors[k % stages] / chunks] * m
+            chunk_of += [k // stages] * m
+    kind_of = ["F"] * block + ["B"] * block + ["W"] * (done - 2 * block)
+    microbatch_of = list(range(m)) * (len(kinds) * virtual_stages)
+    # A stash is live from F start until the pass that frees it (W for zb-h1) ends.
+    stash_change = [1] * block + [0] * (done - 2 * block) + [-1] * block
+
+    programs = _device_orders(schedule, stages, m, chunks, block)
+    end = [-1.0] * done + [0.0]
+    start = [0.0] * done
+    free = [0.0] * stages
+    position = [0] * stages
+    remaining = sum(map(len, programs))
+    while remaining:
+        progressed = False
+        for d in range(stages):
+            program = programs[d]
+            pos = before = position[d]
+            count = len(program)
+            t = free[d]
+            while pos < count:
+                op = program[pos]
+                ready = end[dependency[op]]
+                if ready < 0.0:
+                    break
+                if ready > t:
+                    t = ready
+                start[op] = t
+                t += duration[op]
+                end[op] = t
+                pos += 1
+            if pos != before:
+                remaining -= pos - before
+                position[d] = pos
+                free[d] = t
+                progressed = True
+        if not progressed:  # never seen for these schedules; guards future orders
+            raise ValueError(
+                f"schedule={schedule!r} deadlocks for stages={stages}, "
+                f"microbatches={m}, chunks={chunks}"
+            )
+
+    # Each device computes m microbatches x chunks x (F + B [+ W]) = m (F+B) factor.
+    busy = tuple(m * (forward_s + backward_s) * factor for factor in factors)
+    makespan = max(free)
+    idle = tuple(max(makespan - b, 0.0) for b in busy)  # never -1 ulp
+    peaks = tuple(max(accumulate(itemgetter(*p)(stash_change))) / chunks for p in programs)
+
+    # Columns of the Gantt chart in (stage, start) order; itemgetter pulls a whole
+    # column in one C call, and tuple.__new__(Op, row) is Op(*row) without the call.
+    column = itemgetter(*[op for program in programs for op in program])
+    stage_column = []
+    for d, program in enumerate(programs):
+        stage_column += [d] * len(program)
+    rows = zip(
+        stage_column,
+        column(kind_of),
+        column(microbatch_of),
+        column(chunk_of) if chunks > 1 else repeat(0),
+        column(start),
+        column(end),
+    )
+    ops = tuple(map(tuple.__new__, repeat(Op), rows))
+    peak = max(peaks)
+    return Timeline(
+        schedule=schedule,
+        stages=stages,
+        microbatches=m,
+        chunks=chunks,
+        ops=ops,
+        makespan=makespan,
+        busy_per_stage=busy,
+        idle_per_stage=idle,
+        bubble_ratio=sum(idle) / (stages * makespan) if makespan > 0 else 0.0,
+        peak_stashes_per_stage=peaks,
+        peak_stashes=peak,
+        worst_stage=peaks.index(peak),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Closed forms (uniform stages, T_B = 2 T_F, zero-bubble T_B = T_W = T_F).
+
+
+def bubble_ratio_formula(schedule, stages, microbatches, chunks=1):
+    """Idle fraction of the step, bubble / (bubble + ideal compute).
+
+    GPipe, 1F1B: (P-1)/(m+P-1) (Narayanan et al. 2021, Sec. 2.2.1);
+    interleaved: (P-1)/(v*m+P-1) (Sec. 2.2.2); zb-h1: bubble (P-1)(T_F+T_B-T_W)
+    (Qi et al. 2023, Sec. 3.1) over a step of m(T_F+T_B+T_W) + bubble, which is
+    (P-1)/(3m+P-1) for T_F=T_B=T_W. ``simulate`` matches these for uniform stages
+    (interleaved and zb-h1 need m >= P; ZB-H1 with T_W > T_F idles (P-1) T_W).
+    """
+    p, m, v = _validate(schedule, stages, microbatches, chunks)
+    if schedule in ("gpipe", "1f1b"):
+        return (p - 1) / (m + p - 1)
+    if schedule == "interleaved":
+        return (p - 1) / (v * m + p - 1)
+    return (p - 1) / (3 * m + p - 1)
+
+
+def bubble_over_ideal(schedule, stages, microbatches, chunks=1):
+    """Bubble time / ideal compute time, the papers' other convention.
+
+    (P-1)/m for GPipe and 1F1B, (P-1)/(v*m) interleaved (Narayanan et al. 2021,
+    Sec. 2.2.1-2.2.2; Llama 3 Sec. 3.3.2), (P-1)/(3m) for ZB-H1 (Qi et al. 2023,
+    sail-sg README table, T_F=T_B=T_W). Equals r/(1-r) for r = bubble_ratio_formula.
+    """
+    p, m, v = _validate(schedule, stages, microbatches, chunks)
+    if schedule in ("gpipe", "1f1b"):
+        return (p - 1) / m
+    if schedule == "interleaved":
+        return (p - 1) / (v * m)
+    return (p - 1) / (3 * m)
