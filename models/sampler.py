@@ -1,0 +1,145 @@
+"""Which samples each data-parallel rank sees: torch's DistributedSampler, and two ways to break it.
+
+What it models
+--------------
+The index arithmetic of ``torch.utils.data.distributed.DistributedSampler`` (torch/utils/data/
+distributed.py): per-rank ``num_samples = ceil(len / R)`` (or ``ceil((len - R) / R)`` with
+``drop_last`` when R does not divide len), ``total_size = num_samples * R``; shuffle with a seed
+of ``seed + epoch``; without ``drop_last`` pad by repeating indices from the start of the
+(shuffled) list, with it cut the tail; rank r takes ``indices[r:total_size:R]``.
+
+One deliberate difference: torch shuffles with ``torch.randperm`` on a ``torch.Generator``
+seeded with ``seed + epoch``; this module uses ``random.Random(seed + epoch).shuffle`` (standard
+library only), so the orders differ from torch's but have the same structure: deterministic in
+(seed, epoch), identical on every rank, different between epochs.
+
+Broken variants a reader can switch on (reference article, "What the global batch is actually
+made of" and Figure 04):
+* ``"no_rank_offset"``: every rank takes ``indices[0::R]``, as if ``rank`` were never passed:
+  each sample of that slice is trained R times, the rest never.
+* ``"epoch_not_set"``: ``set_epoch`` is never called, so the epoch stays 0 and every epoch
+  repeats the same order.
+
+What it does not model
+----------------------
+DataLoader workers, batching beyond the per-rank index list, resuming mid-epoch, or
+dataset-specific samplers (weighted, length-grouped).
+"""
+import math
+import random
+from dataclasses import dataclass
+
+from models._validate import at_most, choice, non_negative_int, positive_int
+
+VARIANTS = ("correct", "no_rank_offset", "epoch_not_set")
+MAX_DATASET_LEN = 1_000_000  # every index is materialised; keeps a figure update fast
+
+
+def _check_common(dataset_len, num_replicas, seed, epoch, variant):
+    positive_int("dataset_len", dataset_len)
+    at_most("dataset_len", dataset_len, MAX_DATASET_LEN)
+    positive_int("num_replicas", num_replicas)
+    at_most("num_replicas", num_replicas, MAX_DATASET_LEN)
+    non_negative_int("seed", seed)
+    non_negative_int("epoch", epoch)
+    choice("variant", variant, VARIANTS)
+
+
+def samples_per_rank(dataset_len, num_replicas, *, drop_last=False):
+    """DistributedSampler.num_samples: ceil(len/R), or ceil((len-R)/R) with drop_last when R does not divide len."""
+    positive_int("dataset_len", dataset_len)
+    positive_int("num_replicas", num_replicas)
+    if drop_last and dataset_len % num_replicas != 0:
+        return max(0, math.ceil((dataset_len - num_replicas) / num_replicas))
+    return math.ceil(dataset_len / num_replicas)
+
+
+def _global_order(dataset_len, num_replicas, *, epoch, seed, shuffle, drop_last, variant):
+    """The padded/truncated index list every rank computes identically before slicing."""
+    effective_epoch = 0 if variant == "epoch_not_set" else epoch
+    indices = list(range(dataset_len))
+    if shuffle:
+        random.Random(seed + effective_epoch).shuffle(indices)
+    total_size = samples_per_rank(dataset_len, num_replicas, drop_last=drop_last) * num_replicas
+    if drop_last:
+        return indices[:total_size], total_size
+    padding = total_size - len(indices)
+    if padding <= len(indices):
+        indices += indices[:padding]
+    else:
+        indices += (indices * math.ceil(padding / len(indices)))[:padding]
+    return indices, total_size
+
+
+def epoch_indices(dataset_len, num_replicas, *, epoch=0, seed=0, shuffle=True, drop_last=False, variant="correct"):
+    """Per-rank index lists for one epoch (a tuple of tuples, rank-major)."""
+    _check_common(dataset_len, num_replicas, seed, epoch, variant)
+    order, total_size = _global_order(
+        dataset_len, num_replicas, epoch=epoch, seed=seed, shuffle=shuffle, drop_last=drop_last, variant=variant
+    )
+    if variant == "no_rank_offset":
+        same = tuple(order[0:total_size:num_replicas])
+        return tuple(same for _ in range(num_replicas))
+    return tuple(tuple(order[r:total_size:num_replicas]) for r in range(num_replicas))
+
+
+def rank_indices(dataset_len, num_replicas, rank, **kwargs):
+    """The indices rank ``rank`` visits in one epoch (keywords as ``epoch_indices``)."""
+    positive_int("num_replicas", num_replicas)
+    non_negative_int("rank", rank)
+    if rank >= num_replicas:
+        raise ValueError(f"rank must be < num_replicas={num_replicas}, got {rank}")
+    return epoch_indices(dataset_len, num_replicas, **kwargs)[rank]
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    epoch: int
+    per_rank: tuple  # per-rank index tuples
+    draws: int  # samples visited, summed over ranks
+    unique_samples: int
+    duplicate_draws: int  # draws - unique_samples
+    padding_draws: int  # duplicates the correct sampler adds to even out ranks (drop_last=False)
+    unexpected_duplicates: int  # duplicate_draws - padding_draws: > 0 means a broken sampler
+    missing_samples: tuple  # dataset indices no rank visits this epoch
+    dropped_by_drop_last: int  # samples the correct sampler legitimately skips (drop_last=True)
+    same_order_as_previous_epoch: bool | None  # None for the first epoch reported
+
+
+def epoch_report(dataset_len, num_replicas, *, epoch=0, seed=0, shuffle=True, drop_last=False, variant="correct",
+                 previous=None):
+    """Unique samples, duplicates and missing samples of one epoch across all ranks."""
+    per_rank = epoch_indices(
+        dataset_len, num_replicas, epoch=epoch, seed=seed, shuffle=shuffle, drop_last=drop_last, variant=variant
+    )
+    total_size = samples_per_rank(dataset_len, num_replicas, drop_last=drop_last) * num_replicas
+    seen = set()
+    draws = 0
+    for row in per_rank:
+        seen.update(row)
+        draws += len(row)
+    padding = 0 if drop_last else total_size - dataset_len
+    dropped = dataset_len - total_size if drop_last else 0
+    return EpochReport(
+        epoch=epoch,
+        per_rank=per_rank,
+        draws=draws,
+        unique_samples=len(seen),
+        duplicate_draws=draws - len(seen),
+        padding_draws=padding,
+        unexpected_duplicates=draws - len(seen) - padding,
+        missing_samples=tuple(i for i in range(dataset_len) if i not in seen),
+        dropped_by_drop_last=dropped,
+        same_order_as_previous_epoch=None if previous is None else per_rank == previous.per_rank,
+    )
+
+
+def epochs_report(dataset_len, num_replicas, epochs, **kwargs):
+    """``epoch_report`` for epochs 0..epochs-1, each compared with the one before."""
+    positive_int("epochs", epochs)
+    at_most("epochs", epochs, 1000)
+    reports, previous = [], None
+    for e in range(epochs):
+        previous = epoch_report(dataset_len, num_replicas, epoch=e, previous=previous, **kwargs)
+        reports.append(previous)
+    return tuple(reports)

@@ -1,0 +1,130 @@
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from models import hardware as H
+from models._validate import GiB
+
+
+def _published_cases():
+    candidates = []
+    if os.environ.get("PLAYBOOK_SHARED"):
+        candidates.append(Path(os.environ["PLAYBOOK_SHARED"]) / "reference/published_cases.json")
+    candidates.append(Path(__file__).resolve().parents[2].parent / "shared/reference/published_cases.json")
+    for path in candidates:
+        if path.exists():
+            return {c["id"]: c for c in json.loads(path.read_text())["cases"]}
+    pytest.skip("published_cases.json not found")
+
+
+# Datasheet numbers, restated independently: (dense bf16 TFLOP/s, HBM GiB, HBM TB/s, scale-up link)
+DATASHEET = {
+    "a100_40gb": (312, 40, 1.555, "nvlink3"),
+    "a100_80gb": (312, 80, 2.039, "nvlink3"),
+    "h100_sxm": (989.4, 80, 3.35, "nvlink4"),
+    "h200": (989.4, 141, 4.8, "nvlink4"),
+    "b200": (2250, 180, 8.0, "nvlink5"),
+    "mi300x": (1307.4, 192, 5.3, "infinity_fabric_mi300x"),
+}
+
+# One-direction GB/s from the vendor quote: NVLink halves a bidirectional total, networks divide bits by 8.
+LINK_GB_PER_S = {
+    "nvlink3": 600 / 2,
+    "nvlink4": 900 / 2,
+    "nvlink5": 1800 / 2,
+    "infinity_fabric_mi300x": 896 / 2,
+    "pcie4_x16": 16 * 16 * 128 / 130 / 8,  # 31.5
+    "pcie5_x16": 32 * 16 * 128 / 130 / 8,  # 63.0
+    "ib_hdr": 200 / 8,
+    "ib_ndr": 400 / 8,
+    "ib_xdr": 800 / 8,
+    "roce_400gbe": 400 / 8,
+}
+
+
+@pytest.mark.parametrize("key", sorted(DATASHEET))
+def test_gpu_presets_match_datasheets(key):
+    tflops, hbm_gib, hbm_tb_per_s, link_key = DATASHEET[key]
+    g = H.gpu(key)
+    assert g.key == key
+    assert g.peak_bf16_dense_flops_per_s == pytest.approx(tflops * 1e12, rel=1e-9)
+    assert g.hbm_bytes == hbm_gib * GiB
+    assert g.hbm_bandwidth_bytes_per_s == pytest.approx(hbm_tb_per_s * 1e12, rel=1e-9)
+    assert g.scale_up_link == link_key and H.link(link_key).key == link_key
+    assert g.source
+
+
+@pytest.mark.parametrize("key", sorted(LINK_GB_PER_S))
+def test_link_presets_one_direction_bytes(key):
+    link = H.link(key)
+    assert link.bandwidth_bytes_per_s == pytest.approx(LINK_GB_PER_S[key] * 1e9, rel=1e-12)
+    assert link.vendor_quote and link.source
+    assert 1e-7 < link.alpha_s < 1e-4  # microseconds, an estimate
+
+
+def test_every_preset_is_tested_here():
+    assert set(H.GPUS) == set(DATASHEET)
+    assert set(H.LINKS) == set(LINK_GB_PER_S)
+
+
+def test_vendor_quote_says_how_it_was_converted():
+    assert "both directions" in H.link("nvlink4").vendor_quote
+    assert "bits" in H.link("ib_ndr").vendor_quote
+    assert "GT/s" in H.link("pcie5_x16").vendor_quote
+
+
+def test_megatron_table1_percent_of_peak_uses_a100_peak():
+    # Narayanan et al. 2021 Table 1: % of peak = achieved TFLOP/s / 312 (A100 80GB, bf16 dense).
+    cases = _published_cases()
+    peak = H.gpu("a100_80gb").peak_bf16_dense_flops_per_s
+    for cid in ("megatron2021-table1-1.7B", "megatron2021-table1-18B", "megatron2021-table1-145B", "megatron2021-table1-1T"):
+        exp = cases[cid]["expected"]
+        assert round(100 * exp["tflops_per_gpu"] * 1e12 / peak) == exp["pct_peak"], cid
+
+
+def test_article_inter_node_is_an_order_of_magnitude_slower():
+    # Reference article: NVLink at "hundreds of GB/s"; between nodes "an order of magnitude less".
+    for fast, slow in (("nvlink3", "ib_hdr"), ("nvlink4", "ib_ndr"), ("nvlink5", "ib_xdr")):
+        f, s = H.link(fast).bandwidth_bytes_per_s, H.link(slow).bandwidth_bytes_per_s
+        assert f >= 100e9
+        assert 5 <= f / s <= 20
+
+
+def test_unknown_keys_list_valid_ones():
+    with pytest.raises(ValueError) as err:
+        H.gpu("h100")
+    msg = str(err.value)
+    assert msg.startswith("gpu") and "'h100_sxm'" in msg and "'mi300x'" in msg
+    with pytest.raises(ValueError) as err:
+        H.link("nvlink6")
+    assert str(err.value).startswith("link") and "'nvlink5'" in str(err.value)
+    with pytest.raises(ValueError, match="^gpu"):
+        H.gpu(None)
+
+
+def test_presets_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        H.gpu("a100_80gb").hbm_bytes = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        H.link("ib_ndr").alpha_s = 0
+
+
+def test_unit_helpers():
+    assert H.gbit_per_s_to_bytes_per_s(400) == 50e9
+    assert H.bidir_to_one_direction_bytes_per_s(900e9) == 450e9
+    with pytest.raises(ValueError, match="^gbit_per_s"):
+        H.gbit_per_s_to_bytes_per_s(0)
+    with pytest.raises(ValueError, match="^bidir_bytes_per_s"):
+        H.bidir_to_one_direction_bytes_per_s(float("nan"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(min_value=1e-6, max_value=1e30, allow_nan=False))
+def test_unit_helpers_finite_positive(x):
+    for value in (H.gbit_per_s_to_bytes_per_s(x), H.bidir_to_one_direction_bytes_per_s(x)):
+        assert math.isfinite(value) and value > 0
