@@ -1,0 +1,242 @@
+"""The device mesh: how a flat list of ranks folds into parallelism axes.
+
+What it models
+--------------
+A rank is a mixed-radix number whose digits are its coordinates on the axes
+``tp``, ``cp``, ``dp`` and ``pp``. ``order`` lists the axes from FASTEST-varying
+(adjacent ranks, same node) to slowest, exactly as Megatron-Core's
+``RankGenerator`` does with its ``order="tp-cp-ep-dp-pp"`` string
+(megatron/core/parallel_state.py). With the default order this is the article's
+formula: tp = r % TP, cp = (r / TP) % CP, dp = (r / (TP*CP)) % DP,
+pp = r / (TP*CP*DP) ("Combining parallelisms"). Each axis owns one process group
+per combination of the other coordinates; a group "crosses a node" when its ranks
+do not all sit in the same block of ``gpus_per_node`` consecutive ranks.
+
+Expert parallelism (our choice: Megatron-Core's)
+------------------------------------------------
+EP is NOT a fifth factor of the world size: world_size = dp * tp * pp * cp.
+Experts are sharded over a sub-group of the dp x cp ranks, so ``ep`` must divide
+``dp * cp``. Megatron-Core builds a second rank generator for expert layers with
+tp=expert_tp (default tp), ep, dp=world/(tp*ep*pp), cp=1 over the same order,
+which amounts to re-factoring each tp-slice of the dp x cp block into
+ep (fast) x expert-dp (slow). Here: let j be a rank's index inside its
+dp x cp block (the one of cp, dp that comes first in ``order`` varies fastest);
+its EP coordinate is j % ep and its expert-data-parallel ("edp") coordinate is
+j // ep. Axis names accepted by ``group``: tp, cp, dp, pp, ep, edp.
+
+What it does not model: the separate expert-tensor-parallel degree (we take
+expert tp = tp), encoder/decoder split meshes, hierarchical (intra/inter-node)
+sub-groups, or physical links -- ``node(rank)`` assumes ranks are packed onto
+nodes in order, ``gpus_per_node`` at a time.
+"""
+from dataclasses import KW_ONLY, dataclass
+from functools import cached_property
+
+from models._validate import divides, positive_int
+
+__all__ = ["AXES", "GROUP_AXES", "Mesh", "MAX_ENUMERATED_RANKS"]
+
+AXES = ("tp", "cp", "dp", "pp")  # the factors of the world size
+GROUP_AXES = AXES + ("ep", "edp")  # ep / edp live inside the dp x cp block (Megatron-Core)
+DEFAULT_ORDER = ("tp", "cp", "dp", "pp")  # article + Megatron-Core default, minus its virtual ep
+
+# groups()/crosses_node() enumerate every rank; beyond this a browser tab would freeze.
+MAX_ENUMERATED_RANKS = 2**21
+
+
+def _normalise_order(order):
+    if isinstance(order, str):
+        order = tuple(part for part in order.replace(",", "-").split("-") if part)
+    if not isinstance(order, (tuple, list)):
+        raise ValueError(f"order must be a tuple of axis names, got {order!r}")
+    order = tuple(order)
+    for axis in order:
+        if axis == "ep":
+            raise ValueError(
+                "order must not contain 'ep': expert parallelism is carved out of the dp x cp "
+                "block (Megatron-Core), so it has no place of its own in the rank order"
+            )
+        if axis not in AXES:
+            raise ValueError(f"order contains unknown axis {axis!r}; axes are {', '.join(AXES)}")
+    duplicates = sorted({axis for axis in order if order.count(axis) > 1})
+    if duplicates:
+        raise ValueError(f"order lists {', '.join(duplicates)} more than once: {order!r}")
+    return order
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """Degrees of each axis, the rank order (fastest first) and the node size."""
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    _: KW_ONLY
+    order: tuple = DEFAULT_ORDER
+    gpus_per_node: int = 8
+
+    def __post_init__(self):
+        for name in ("dp", "tp", "pp", "cp", "ep", "gpus_per_node"):
+            # frozen: normalise 2.0 -> 2 through object.__setattr__
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
+        order = _normalise_order(self.order)
+        missing = [axis for axis in AXES if getattr(self, axis) > 1 and axis not in order]
+        if missing:
+            raise ValueError(
+                f"order {order!r} must list every axis with degree > 1; missing "
+                + ", ".join(f"{axis}={getattr(self, axis)}" for axis in missing)
+            )
+        object.__setattr__(self, "order", order)
+        divides("ep", self.ep, "dp*cp", self.dp * self.cp)
+
+    # ---- layout -----------------------------------------------------------------
+    @cached_property
+    def full_order(self):
+        """``order`` completed with the omitted degree-1 axes (they never change a rank)."""
+        return self.order + tuple(axis for axis in AXES if axis not in self.order)
+
+    @cached_property
+    def strides(self):
+        """Rank distance between neighbours along each axis: product of the faster degrees."""
+        stride, result = 1, {}
+        for axis in self.full_order:
+            result[axis] = stride
+            stride *= getattr(self, axis)
+        return result
+
+    @property
+    def world_size(self):
+        """dp * tp * pp * cp (ep does not multiply: it is carved out of dp x cp)."""
+        return self.dp * self.tp * self.pp * self.cp
+
+    def degree(self, axis):
+        """Size of every group of ``axis`` (edp = dp*cp/ep)."""
+        self._check_axis(axis)
+        if axis == "edp":
+            return self.dp * self.cp // self.ep
+        return getattr(self, axis)
+
+    def _check_axis(self, axis):
+        if axis not in GROUP_AXES:
+            raise ValueError(f"axis must be one of {', '.join(GROUP_AXES)}, got {axis!r}")
+
+    def _check_rank(self, rank):
+        rank = _rank_int(rank)
+        if rank >= self.world_size:
+            raise ValueError(f"rank must be < world_size={self.world_size}, got {rank}")
+        return rank
+
+    # ---- coordinates --------------------------------------------------------------
+    def coords(self, rank):
+        """{'tp','cp','dp','pp'} -> index of ``rank`` on that axis (mixed-radix digits)."""
+        rank = self._check_rank(rank)
+        strides = self.strides
+        return {axis: (rank // strides[axis]) % getattr(self, axis) for axis in AXES}
+
+    def rank(self, **coords):
+        """Inverse of ``coords``; omitted axes default to index 0."""
+        for axis in coords:
+            if axis not in AXES:
+                raise ValueError(
+                    f"rank() takes coordinates {', '.join(AXES)}; got {axis!r}"
+                    + (" (ep is derived: see expert_coords)" if axis in ("ep", "edp") else "")
+                )
+        total = 0
+        for axis in AXES:
+            index = coords.get(axis, 0)
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise ValueError(f"{axis} must be a whole number, got {index!r}")
+            if not 0 <= index < getattr(self, axis):
+                raise ValueError(f"{axis} must be in [0, {getattr(self, axis)}), got {index}")
+            total += index * self.strides[axis]
+        return total
+
+    def _block_axes(self):
+        """(fast, slow) of cp and dp: their order inside the dp x cp block."""
+        return ("cp", "dp") if self.full_order.index("cp") < self.full_order.index("dp") else ("dp", "cp")
+
+    def expert_coords(self, rank):
+        """{'ep': expert-parallel index, 'edp': expert-data-parallel index} (Megatron-Core layout)."""
+        c = self.coords(rank)
+        fast, slow = self._block_axes()
+        j = c[fast] + getattr(self, fast) * c[slow]
+        return {"ep": j % self.ep, "edp": j // self.ep}
+
+    def _rank_from_block(self, c, j):
+        fast, slow = self._block_axes()
+        size = getattr(self, fast)
+        return self.rank(**{**c, fast: j % size, slow: j // size})
+
+    # ---- groups ----------------------------------------------------------------------
+    def group(self, axis, rank):
+        """Sorted ranks that share every coordinate of ``rank`` except ``axis``."""
+        self._check_axis(axis)
+        rank = self._check_rank(rank)
+        if axis in AXES:
+            stride = self.strides[axis]
+            base = rank - self.coords(rank)[axis] * stride
+            return [base + i * stride for i in range(getattr(self, axis))]
+        c = self.coords(rank)
+        e = self.expert_coords(rank)
+        if axis == "ep":
+            js = [e["edp"] * self.ep + i for i in range(self.ep)]
+        else:
+            js = [i * self.ep + e["ep"] for i in range(self.degree("edp"))]
+        return sorted(self._rank_from_block(c, j) for j in js)
+
+    def groups(self, axis):
+        """Every group of ``axis``, ordered by first rank; together they partition the world."""
+        self._check_axis(axis)
+        self._check_enumerable("groups")
+        seen = bytearray(self.world_size)
+        result = []
+        for rank in range(self.world_size):
+            if not seen[rank]:
+                members = self.group(axis, rank)
+                for member in members:
+                    seen[member] = 1
+                result.append(members)
+        return result
+
+    def _check_enumerable(self, what):
+        if self.world_size > MAX_ENUMERATED_RANKS:
+            raise ValueError(
+                f"world_size={self.world_size} is too large for {what}() "
+                f"(enumerates every rank; limit {MAX_ENUMERATED_RANKS})"
+            )
+
+    # ---- nodes ---------------------------------------------------------------------------
+    def node(self, rank):
+        """Node index, assuming ranks fill nodes in order, gpus_per_node at a time."""
+        return self._check_rank(rank) // self.gpus_per_node
+
+    @property
+    def nodes(self):
+        return -(-self.world_size // self.gpus_per_node)
+
+    def nodes_spanned(self, axis):
+        """Largest number of distinct nodes any single group of ``axis`` touches."""
+        self._check_axis(axis)
+        self._check_enumerable("nodes_spanned")
+        g = self.gpus_per_node
+        return max(len({member // g for member in members}) for members in self.groups(axis))
+
+    def crosses_node(self, axis):
+        """True if some group of ``axis`` spans more than one node (its collectives leave NVLink)."""
+        self._check_axis(axis)
+        self._check_enumerable("crosses_node")
+        g = self.gpus_per_node
+        return any(members[0] // g != members[-1] // g for members in self.groups(axis))
+
+
+def _rank_int(rank):
+    if isinstance(rank, bool) or not isinstance(rank, int):
+        if isinstance(rank, float) and rank.is_integer():
+            rank = int(rank)
+        else:
+            raise ValueError(f"rank must be a whole number, got {rank!r}")
+    if rank < 0:
+        raise ValueError(f"rank must be >= 0, got {rank}")
+    return rank
