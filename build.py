@@ -292,7 +292,10 @@ class Article:
 def render_figure(templates, figure):
     """A figure's HTML with its default state's view baked in."""
     state = figure.default_state()
-    view = figure.render(state)
+    try:
+        view = figure.render(state)
+    except Exception as error:
+        raise BuildError(f"figures/fig{figure.number:02d}_*.py: render(default state) raised {type(error).__name__}: {error}") from error
     return templates.get_template("figure.html").render(
         figure=figure,
         state=state,

@@ -6,8 +6,8 @@
 Prints two tables:
   1. per page load (fresh browser context, so a cold HTTP cache each time): first
      contentful paint; time until the Python runtime is ready; time until every figure
-     is live; and, in the same browser session, the time a blank page needs to boot bare
-     Pyodide (the floor). All times from navigation start.
+     is live; and, in the same browser session (its own fresh context), the time a blank
+     page needs to boot bare Pyodide (the floor). All times from navigation start.
   2. per figure: input-to-repaint latency over N control moves (seeded random values
      over each control's full range): from dispatching the ``input`` event to the end
      of the synchronous re-render plus the style and layout it forces.
@@ -75,21 +75,27 @@ def control_values(control):
 
 
 def measure_loads(browser, base, runs):
+    """Each page load and each floor load gets its own fresh context (cold HTTP cache),
+    alternating which goes first so neither benefits from the other's warm-up."""
     rows = []
-    for _ in range(runs):
-        context = browser.new_context()
-        page = context.new_page()
-        page.add_init_script(MARKS)
-        page.goto(base + "/")
-        page.wait_for_function("window.__bench.live && window.__bench.ready", timeout=120_000)
-        fcp = page.evaluate("performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN")
-        marks = page.evaluate("window.__bench")
-        floor_page = context.new_page()
-        floor_page.goto(base + "/bench-floor.html")
-        floor_page.wait_for_function("window.__floor", timeout=120_000)
-        floor = floor_page.evaluate("window.__floor")
-        rows.append((fcp, marks["ready"], marks["live"], floor))
-        context.close()
+    for run in range(runs):
+        results = {}
+        for kind in (("page", "floor") if run % 2 == 0 else ("floor", "page")):
+            context = browser.new_context()
+            page = context.new_page()
+            if kind == "page":
+                page.add_init_script(MARKS)
+                page.goto(base + "/")
+                page.wait_for_function("window.__bench.live && window.__bench.ready", timeout=120_000)
+                fcp = page.evaluate("performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN")
+                marks = page.evaluate("window.__bench")
+                results["page"] = (fcp, marks["ready"], marks["live"])
+            else:
+                page.goto(base + "/bench-floor.html")
+                page.wait_for_function("window.__floor", timeout=120_000)
+                results["floor"] = page.evaluate("window.__floor")
+            context.close()
+        rows.append((*results["page"], results["floor"]))
     return rows
 
 

@@ -7,6 +7,7 @@ that raises shows the error inside itself (``data-state="error"``); the others g
 The URL fragment (``#fig-15:P=8,m=16``) mirrors the last figure a reader touched, and
 opening such a link restores that state and scrolls to it.
 """
+import gc
 import json
 import traceback
 
@@ -165,10 +166,16 @@ def start():
             window.console.warn(f"figure {number:02d} could not start: {error!r}")
             continue
         _live[number] = live
-        if live.show():
+        if live.state == live.figure.default_state():
+            live.element.dataset.state = "live"  # the baked drawing already shows this state
+        elif live.show():
             live.show_values()
     proxy = create_proxy(restore_from_url)
     _proxies.append(proxy)
     window.addEventListener("hashchange", proxy)
     restore_from_url()
+    # Everything alive now (modules, figures, proxies) lives for the whole visit: move it
+    # out of the collector's view so collections during a redraw stay short.
+    gc.collect()
+    gc.freeze()
     document.documentElement.dataset.python = "ready"

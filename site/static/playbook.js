@@ -18,21 +18,48 @@
     });
   }
 
+  // Charts asked for before plotly.js has run wait here, newest spec per container.
+  const pending = new Map();
+
   // spec: {data, layout} as an object or a JSON string (Python passes JSON text).
   window.playbookPlot = function (container, spec) {
     if (typeof spec === "string") spec = JSON.parse(spec);
-    if (!window.Plotly) return false;
+    if (!window.Plotly) {
+      pending.set(container, spec);
+      return false;
+    }
     const fallback = container.querySelector(".plot-fallback");
     if (fallback) fallback.remove();
     window.Plotly.react(container, spec.data, themed(container, spec.layout || {}), config);
     return true;
   };
 
+  // Run plotly.js once Pyodide has started loading (or after a grace period, when
+  // Python is not coming at all), so its parse never delays Python's start.
+  const plotlySrc = document.currentScript && document.currentScript.dataset.plotlySrc;
+  let plotlyRequested = false;
+  function loadPlotly() {
+    if (plotlyRequested || !plotlySrc) return;
+    plotlyRequested = true;
+    const script = document.createElement("script");
+    script.src = plotlySrc;
+    script.onload = function () {
+      drawSnapshots();
+      pending.forEach((spec, container) => window.playbookPlot(container, spec));
+      pending.clear();
+    };
+    document.head.appendChild(script);
+  }
+  addEventListener("py:progress", function (event) {
+    if (String(event.detail).startsWith("Loading interpreter")) loadPlotly();
+  });
+  setTimeout(loadPlotly, 1500);
+
   function drawSnapshots() {
     document.querySelectorAll("figure[data-figure]").forEach(function (figure) {
       const spec = figure.querySelector('script[data-role="plot-spec"]');
       const plot = figure.querySelector('[data-role="plot"]');
-      if (spec && plot && !plot.classList.contains("js-plotly-plot")) window.playbookPlot(plot, spec.textContent);
+      if (spec && plot && !plot.classList.contains("js-plotly-plot") && !pending.has(plot)) window.playbookPlot(plot, spec.textContent);
     });
   }
 
@@ -52,7 +79,4 @@
     if (root.dataset.python === "loading") root.dataset.python = "slow";
   }, 60000);
 
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", drawSnapshots);
-  else drawSnapshots();
-  window.playbookDrawSnapshots = drawSnapshots;
 })();
