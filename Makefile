@@ -22,11 +22,11 @@ install-test: install $(VENV)/.installed-test
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet ".[test]"
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

@@ -6,12 +6,31 @@
   const root = document.documentElement;
   const config = { displayModeBar: false, responsive: true };
 
+  // Theme colours are read once per colour scheme, not on every redraw: reading computed
+  // styles forces a style recalculation, and a chart redraws on every slider move.
+  let theme = null;
+  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", function () {
+    theme = null;
+    document.querySelectorAll(".js-plotly-plot").forEach(function (plot) {
+      window.Plotly.relayout(plot, themed(plot, plot.layout));
+    });
+  });
+  function currentTheme(container) {
+    if (!theme) {
+      const style = getComputedStyle(container);
+      theme = {
+        ink: style.getPropertyValue("--ink").trim() || "#222",
+        grid: style.getPropertyValue("--rule").trim() || "#ddd",
+        family: style.fontFamily,
+      };
+    }
+    return theme;
+  }
+
   function themed(container, layout) {
-    const style = getComputedStyle(container);
-    const ink = style.getPropertyValue("--ink").trim() || "#222";
-    const grid = style.getPropertyValue("--rule").trim() || "#ddd";
-    const font = Object.assign({ family: style.fontFamily, size: 13 }, layout.font || {}, { color: ink });
-    const axis = (a) => Object.assign({ gridcolor: grid, zerolinecolor: grid, linecolor: grid }, a || {});
+    const t = currentTheme(container);
+    const font = Object.assign({ family: t.family, size: 13 }, layout.font || {}, { color: t.ink });
+    const axis = (a) => Object.assign({ gridcolor: t.grid, zerolinecolor: t.grid, linecolor: t.grid }, a || {});
     return Object.assign({}, layout, {
       font: font, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
       xaxis: axis(layout.xaxis), yaxis: axis(layout.yaxis),
@@ -54,6 +73,17 @@
     if (String(event.detail).startsWith("Loading interpreter")) loadPlotly();
   });
   setTimeout(loadPlotly, 1500);
+
+  // Section anchors double as copy-link buttons: the link still navigates, and its URL
+  // lands on the clipboard where the browser allows it.
+  document.addEventListener("click", function (event) {
+    const link = event.target.closest && event.target.closest("a.heading-link");
+    if (!link || !navigator.clipboard) return;
+    navigator.clipboard.writeText(link.href).then(function () {
+      link.classList.add("copied");
+      setTimeout(() => link.classList.remove("copied"), 1500);
+    }, function () {});
+  });
 
   function drawSnapshots() {
     document.querySelectorAll("figure[data-figure]").forEach(function (figure) {

@@ -192,6 +192,8 @@ def test_page_is_complete_before_python_and_without_it(browser, base_url):
         assert page.locator("#fig-15 [data-role=view] svg path.op-F").count() > 0
         assert_shows(page, registry()[15], registry()[15].default_state())
         assert page.get_attribute("#fig-15", "data-state") == "static"
+        assert page.evaluate("document.documentElement.dataset.python") in ("loading", "slow")
+        assert page.is_visible("[data-role=python-progress]")
     finally:
         session.close()
 
