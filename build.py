@@ -40,6 +40,8 @@ PYTHON_PACKAGES = ("models", "figures")
 
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 PLOTLY_PACKAGE = "plotly.js-cartesian-dist-min"
+# What PyScript 0.7.31's core.js imports on every page (seen in the browser's network log).
+PYSCRIPT_STARTUP_CHUNK = re.compile(r"^(core|deprecations-manager|donkey|error|py-editor|py-game|py-terminal)-[\w-]+\.js$")
 PLOTLY_FILE = "plotly-cartesian.min.js"
 
 MIME_TYPES = {
@@ -79,6 +81,7 @@ class Runtime:
     pyodide_dir: str
     pyscript_dir: str
     plotly_file: str
+    pyscript_modules: tuple  # chunks core.js always imports at start: preloaded in parallel
 
 
 def vendor_runtime(dist):
@@ -91,7 +94,10 @@ def vendor_runtime(dist):
         if source.is_file() and not source.name.endswith(".map"):
             _copy(source, dist / pyscript / source.name)
     _copy(NODE_MODULES / PLOTLY_PACKAGE / PLOTLY_FILE, dist / plotly / PLOTLY_FILE)
-    return Runtime(pyodide_dir=pyodide, pyscript_dir=pyscript, plotly_file=f"{plotly}/{PLOTLY_FILE}")
+    modules = tuple(
+        sorted(p.name for p in (dist / pyscript).iterdir() if PYSCRIPT_STARTUP_CHUNK.match(p.name))
+    )
+    return Runtime(pyodide_dir=pyodide, pyscript_dir=pyscript, plotly_file=f"{plotly}/{PLOTLY_FILE}", pyscript_modules=modules)
 
 
 def _copy(source, target):

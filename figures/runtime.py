@@ -176,6 +176,5 @@ def start():
     restore_from_url()
     # Everything alive now (modules, figures, proxies) lives for the whole visit: move it
     # out of the collector's view so collections during a redraw stay short.
-    gc.collect()
     gc.freeze()
     document.documentElement.dataset.python = "ready"
