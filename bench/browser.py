@@ -8,9 +8,10 @@ Prints two tables:
      contentful paint; time until the Python runtime is ready; time until every figure
      is live; and, in the same browser session (its own fresh context), the time a blank
      page needs to boot bare Pyodide (the floor). All times from navigation start.
-  2. per figure: input-to-repaint latency over N control moves (seeded random values
-     over each control's full range): from dispatching the ``input`` event to the end
-     of the synchronous re-render plus the style and layout it forces.
+  2. per figure: input-to-repaint latency over N control moves, from dispatching the
+     ``input`` event to the end of the synchronous re-render plus the style and layout it
+     forces. Two patterns: "jump" (seeded random values over each control's full range)
+     and "drag" (each slider stepped from its default to its end and back).
 Not part of the test suite: numbers depend on the machine.
 """
 import argparse
@@ -99,20 +100,39 @@ def measure_loads(browser, base, runs):
     return rows
 
 
-def measure_moves(browser, base, moves):
+def random_moves(figure, moves):
+    """Jumps: each move sets one control (round-robin) to a random value of its range."""
+    rng = random.Random(figure.number)
+    controls = [c for c in figure.controls if control_values(c)]
+    for i in range(moves):
+        control = controls[i % len(controls)]
+        yield control, rng.choice(control_values(control))
+
+
+def drag_moves(figure, moves):
+    """Drags: each control in turn walks one step at a time from its default to the end of
+    its range and back to its default, the way a reader drags a slider."""
+    sequence = []
+    for control in figure.controls:
+        values = control_values(control)
+        if not values or not isinstance(control, Slider):
+            continue
+        here = values.index(str(control.position(control.default)))
+        sequence += [(control, v) for v in values[here + 1:]] + [(control, v) for v in reversed(values[here:-1])]
+    return sequence[:moves]
+
+
+def measure_moves(browser, base, moves, pattern):
     context = browser.new_context()
     page = context.new_page()
     page.goto(base + "/")
     page.wait_for_function("document.documentElement.dataset.python === 'ready'", timeout=120_000)
     results = {}
     for figure in sorted(registry().values(), key=lambda f: f.number):
-        rng = random.Random(figure.number)
-        controls = [c for c in figure.controls if control_values(c)]
         latencies = []
-        for i in range(moves):
-            control = controls[i % len(controls)]
+        for control, value in pattern(figure, moves):
             selector = f"#{figure.anchor} [data-control='{control.key}']"
-            latencies.append(page.evaluate(MOVE, [selector, rng.choice(control_values(control))]))
+            latencies.append(page.evaluate(MOVE, [selector, value]))
         results[figure.number] = latencies
     errors = page.locator(".py-error").count()
     context.close()
@@ -137,7 +157,9 @@ def main():
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium_path(), args=BROWSER_ARGS)
             loads = measure_loads(browser, base, args.runs)
-            moves, errors = measure_moves(browser, base, args.moves)
+            jumps, jump_errors = measure_moves(browser, base, args.moves, random_moves)
+            drags, drag_errors = measure_moves(browser, base, args.moves, drag_moves)
+            errors = jump_errors + drag_errors
             browser.close()
         server.shutdown()
 
@@ -148,10 +170,12 @@ def main():
     med = [statistics.median(col) for col in zip(*loads)]
     print(f"{'med':>4} {med[0]:>8.0f} {med[1]:>8.0f} {med[2]:>9.0f} {med[3]:>14.0f} {med[2] / med[3]:>11.2f}")
     print()
-    print(f"Input-to-repaint latency ({args.moves} moves per figure, ms)")
-    print(f"{'figure':>7} {'p50':>7} {'p95':>7} {'max':>7}")
-    for number, values in moves.items():
-        print(f"{number:>7} {percentile(values, 0.5):>7.1f} {percentile(values, 0.95):>7.1f} {max(values):>7.1f}")
+    print(f"Input-to-repaint latency (ms; up to {args.moves} moves per figure, first move included)")
+    print(f"{'figure':>7} {'moves':>6} {'jump p50':>9} {'jump p95':>9} {'drag p50':>9} {'drag p95':>9} {'max':>7}")
+    for number in jumps:
+        j, d = jumps[number], drags[number]
+        print(f"{number:>7} {len(j):>6} {percentile(j, 0.5):>9.1f} {percentile(j, 0.95):>9.1f} "
+              f"{percentile(d, 0.5):>9.1f} {percentile(d, 0.95):>9.1f} {max(j + d):>7.1f}")
     if errors:
         print(f"WARNING: {errors} .py-error banners after the moves")
 
