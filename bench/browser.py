@@ -24,12 +24,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "browser"))
 
 import build  # noqa: E402
-from conftest import BROWSER_ARGS, chromium_path  # noqa: E402
+from tests.browser.harness import BROWSER_ARGS, chromium_path  # noqa: E402
 from figures import registry  # noqa: E402
-from figures.contract import Select, Slider, Toggle  # noqa: E402
+from figures.contract import Select, Slider  # noqa: E402
 
 MARKS = """
 window.__bench = {};

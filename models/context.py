@@ -19,32 +19,17 @@ slower per byte than ring P2P; bytes here are bytes).
 import math
 from dataclasses import dataclass
 
+from models.tensor import check_matrix
 from models._validate import choice, divides, finite, positive_int
 
 LAYOUTS = ("contiguous", "two_chunks")
 
 
-def _check_matrix(name, m):
-    if not isinstance(m, (list, tuple)) or not m:
-        raise ValueError(f"{name} must be a non-empty list of rows, got {m!r}")
-    width = None
-    for row in m:
-        if not isinstance(row, (list, tuple)) or not row:
-            raise ValueError(f"{name} must be a non-empty list of non-empty rows")
-        if width is None:
-            width = len(row)
-        elif len(row) != width:
-            raise ValueError(f"{name} must be rectangular: rows of length {width} and {len(row)}")
-        for value in row:
-            finite(name, value)
-    return len(m), width
-
-
 def _check_qkv(q, k, v, scale):
-    s, d = _check_matrix("q", q)
-    if _check_matrix("k", k) != (s, d):
+    s, d = check_matrix("q", q)
+    if check_matrix("k", k) != (s, d):
         raise ValueError(f"k must have the shape of q, [{s}, {d}]")
-    s_v, _ = _check_matrix("v", v)
+    s_v, _ = check_matrix("v", v)
     if s_v != s:
         raise ValueError(f"v must have {s} rows like q and k, got {s_v}")
     if scale is None:

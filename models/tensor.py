@@ -53,7 +53,8 @@ def random_matrix(rows, cols, seed=0):
     return [[rng.uniform(-1.0, 1.0) for _ in range(cols)] for _ in range(rows)]
 
 
-def _check_matrix(name, m):
+def check_matrix(name, m):
+    """Rows x columns of a non-empty rectangular matrix of finite numbers; ValueError naming it."""
     if not isinstance(m, (list, tuple)) or not m:
         raise ValueError(f"{name} must be a non-empty list of rows, got {m!r}")
     width = None
@@ -71,8 +72,8 @@ def _check_matrix(name, m):
 
 def matmul(a, b):
     """Plain triple-loop product of an [m, k] and a [k, n] matrix."""
-    _, k = _check_matrix("a", a)
-    k2, _ = _check_matrix("b", b)
+    _, k = check_matrix("a", a)
+    k2, _ = check_matrix("b", b)
     if k != k2:
         raise ValueError(f"a has {k} columns but b has {k2} rows")
     columns = list(zip(*b))
@@ -81,7 +82,7 @@ def matmul(a, b):
 
 def add(a, b):
     """Elementwise a + b of two matrices of the same shape."""
-    if _check_matrix("a", a) != _check_matrix("b", b):
+    if check_matrix("a", a) != check_matrix("b", b):
         raise ValueError("a and b must have the same shape")
     return [[x + y for x, y in zip(ra, rb)] for ra, rb in zip(a, b)]
 
@@ -97,7 +98,7 @@ def gelu_matrix(m):
 
 def split_columns(m, parts):
     """[A_1 | A_2 | ...]: ``parts`` equal column blocks."""
-    _, cols = _check_matrix("matrix", m)
+    _, cols = check_matrix("matrix", m)
     divides("tp", parts, "columns", cols)
     width = cols // parts
     return [[row[i * width:(i + 1) * width] for row in m] for i in range(parts)]
@@ -105,7 +106,7 @@ def split_columns(m, parts):
 
 def split_rows(m, parts):
     """[B_1 ; B_2 ; ...]: ``parts`` equal row blocks."""
-    rows, _ = _check_matrix("matrix", m)
+    rows, _ = check_matrix("matrix", m)
     divides("tp", parts, "rows", rows)
     height = rows // parts
     return [[list(row) for row in m[i * height:(i + 1) * height]] for i in range(parts)]
@@ -136,9 +137,9 @@ class ParallelMlp:
 
 
 def _check_mlp(x, a, b):
-    _, h = _check_matrix("x", x)
-    a_rows, ffn = _check_matrix("a", a)
-    b_rows, b_cols = _check_matrix("b", b)
+    _, h = check_matrix("x", x)
+    a_rows, ffn = check_matrix("a", a)
+    b_rows, b_cols = check_matrix("b", b)
     if a_rows != h or b_rows != ffn:
         raise ValueError(f"shapes do not chain: x [*, {h}], a [{a_rows}, {ffn}], b [{b_rows}, {b_cols}]")
     return ffn
@@ -176,8 +177,8 @@ class RowSplitFirstLinear:
 def row_split_first_linear(x, a, tp):
     """Show why GeLU(X1A1 + X2A2) != GeLU(X1A1) + GeLU(X2A2) (Shoeybi 2019 Sec. 3, Eq. 2)."""
     tp = positive_int("tp", tp)
-    _, h = _check_matrix("x", x)
-    a_rows, _ = _check_matrix("a", a)
+    _, h = check_matrix("x", x)
+    a_rows, _ = check_matrix("a", a)
     if a_rows != h:
         raise ValueError(f"x has {h} columns but a has {a_rows} rows")
     divides("tp", tp, "hidden", h)
@@ -215,9 +216,9 @@ def _columns(m, start, stop):
 
 
 def _check_attention(x, wq, wk, wv, wo, heads):
-    _, h = _check_matrix("x", x)
+    _, h = check_matrix("x", x)
     for name, w in (("wq", wq), ("wk", wk), ("wv", wv), ("wo", wo)):
-        shape = _check_matrix(name, w)
+        shape = check_matrix(name, w)
         if shape != (h, h):
             raise ValueError(f"{name} must be [{h}, {h}], got {list(shape)}")
     heads = positive_int("heads", heads)

@@ -2,7 +2,6 @@
 every figure goes live, every control changes the drawing and the numbers (to exactly
 what models/ computes), the URL carries state, and a broken figure stays contained."""
 import io
-import json
 import zipfile
 
 import pytest
@@ -11,7 +10,7 @@ from figures import registry
 from figures.contract import Select, Slider, Toggle, encode_state
 from models import memory, pipeline
 
-from conftest import PageSession
+from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
 

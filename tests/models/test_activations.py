@@ -1,26 +1,15 @@
-import json
 import math
-import os
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.published_cases import published_cases as _cases
 from models import activations as act
 
 SETTINGS = settings(max_examples=150, deadline=None)
 GiB = 2**30
 
 
-def _cases():
-    candidates = []
-    if os.environ.get("PLAYBOOK_SHARED"):
-        candidates.append(Path(os.environ["PLAYBOOK_SHARED"]) / "reference/published_cases.json")
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared/reference/published_cases.json")
-    for path in candidates:
-        if path.exists():
-            return {c["id"]: c for c in json.loads(path.read_text())["cases"]}
-    pytest.skip("published_cases.json not found")
 
 
 @pytest.fixture(scope="module")

@@ -1,26 +1,15 @@
-import json
 import math
-import os
 import random
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.published_cases import published_cases as _published_cases
 from models import collectives as C
 
 
-def _published_cases():
-    candidates = []
-    if os.environ.get("PLAYBOOK_SHARED"):
-        candidates.append(Path(os.environ["PLAYBOOK_SHARED"]) / "reference/published_cases.json")
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared/reference/published_cases.json")
-    for path in candidates:
-        if path.exists():
-            return {c["id"]: c for c in json.loads(path.read_text())["cases"]}
-    pytest.skip("published_cases.json not found")
 
 
 ops = st.sampled_from(C.OPS)

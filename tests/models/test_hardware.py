@@ -1,25 +1,14 @@
 import dataclasses
-import json
 import math
-import os
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.published_cases import published_cases as _published_cases
 from models import hardware as H
 from models._validate import GiB
 
 
-def _published_cases():
-    candidates = []
-    if os.environ.get("PLAYBOOK_SHARED"):
-        candidates.append(Path(os.environ["PLAYBOOK_SHARED"]) / "reference/published_cases.json")
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared/reference/published_cases.json")
-    for path in candidates:
-        if path.exists():
-            return {c["id"]: c for c in json.loads(path.read_text())["cases"]}
-    pytest.skip("published_cases.json not found")
 
 
 # Datasheet numbers, restated independently: (dense bf16 TFLOP/s, HBM GiB, HBM TB/s, scale-up link)

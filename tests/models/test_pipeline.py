@@ -1,13 +1,11 @@
 import dataclasses
-import json
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.published_cases import published_cases as _published_cases
 from models import pipeline as PL
 from models.pipeline import (
     SCHEDULES,
@@ -21,15 +19,6 @@ from models.pipeline import (
 EXACT = 1e-12
 
 
-def _published_cases():
-    candidates = []
-    if os.environ.get("PLAYBOOK_SHARED"):
-        candidates.append(Path(os.environ["PLAYBOOK_SHARED"]) / "reference/published_cases.json")
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared/reference/published_cases.json")
-    for path in candidates:
-        if path.exists():
-            return {c["id"]: c for c in json.loads(path.read_text())["cases"]}
-    pytest.skip("published_cases.json not found")
 
 
 def _chunks_for(schedule, v):

@@ -1,14 +1,12 @@
 """Tests for models.reliability: Young/Daly intervals, failure arithmetic, E[max] and hang simulation."""
-import json
 import math
-import os
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.published_cases import published_cases as _cases
 from models.reliability import (
     DAY_S, HANG_PRESETS, HOUR_S, YEAR_S, Call, cluster_mtbf_s, daly_interval_s, expected_failures,
     expected_max_normal, expected_max_normal_asymptotic, expected_wall_time_s, failure_budget,
@@ -21,14 +19,6 @@ SETTINGS = settings(max_examples=120, deadline=None)
 MINUTE = 60.0
 
 
-def _cases():
-    candidates = [Path(__file__).resolve().parents[2].parent / "shared/reference/published_cases.json"]
-    if os.environ.get("PLAYBOOK_SHARED"):
-        candidates.insert(0, Path(os.environ["PLAYBOOK_SHARED"]) / "reference/published_cases.json")
-    for path in candidates:
-        if path.exists():
-            return {case["id"]: case for case in json.loads(path.read_text())["cases"]}
-    pytest.skip("published_cases.json not found")
 
 
 # ---- published cases -------------------------------------------------------------------------------

@@ -1,12 +1,10 @@
 """Tests for models.scaling: strong/weak efficiency, MFU at scale, McCandlish and Kaplan critical batch."""
-import json
 import math
-import os
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.published_cases import published_cases as _cases
 from models import collectives
 from models.scaling import (
     allreduce_comm, critical_batch, examples_to_target, exposed_comm_s, kaplan_critical_batch_tokens,
@@ -17,15 +15,6 @@ from models.scaling import (
 SETTINGS = settings(max_examples=120, deadline=None)
 
 
-def _cases():
-    candidates = [Path(__file__).resolve().parents[2].parent / "shared/reference/published_cases.json"]
-    if os.environ.get("PLAYBOOK_SHARED"):
-        candidates.insert(0, Path(os.environ["PLAYBOOK_SHARED"]) / "reference/published_cases.json")
-    for path in candidates:
-        if path.exists():
-            data = json.loads(path.read_text())
-            return {case["id"]: case for case in data["cases"]}
-    pytest.skip("published_cases.json not found")
 
 
 # ---- published cases -------------------------------------------------------------------------------
