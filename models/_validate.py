@@ -85,3 +85,11 @@ def divides(divisor_name, divisor, dividend_name, dividend):
     if dividend % divisor:
         raise ValueError(f"{divisor_name}={divisor} does not divide {dividend_name}={dividend}")
     return divisor
+
+
+def finite_result(name, value):
+    """A computed result: valid but extreme inputs can overflow a float, so say which
+    result is too large instead of returning inf or NaN."""
+    if not math.isfinite(value):
+        raise ValueError(f"inputs are too large: {name} overflows the float range")
+    return value

@@ -17,10 +17,9 @@ Symbols as in the paper: s sequence length, b microbatch size, h hidden size,
 a attention heads, t tensor-parallel degree, p pipeline stages, v vocabulary,
 L layers.
 """
-import math
 from dataclasses import dataclass
 
-from models._validate import choice, divides, positive_int
+from models._validate import choice, divides, finite_result, positive_int
 
 RECOMPUTE_OPTIONS = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -43,10 +42,6 @@ def _as_float(name, value):
         raise ValueError(f"{name}={value} is too large to represent as a float") from None
 
 
-def _finite_bytes(value):
-    if not math.isfinite(value):
-        raise ValueError("inputs are too large: the activation byte count overflows a float")
-    return value
 
 
 def _check_layer_args(seq, micro_batch, hidden, heads, tp, sequence_parallel, recompute,
@@ -85,7 +80,7 @@ def layer_activations(seq, micro_batch, hidden, heads, *, tp=1, sequence_paralle
     if recompute == "full":
         # Sec. 5: only the layer input (2sbh, fp16) is checkpointed; with SP that input
         # is itself split along the sequence, so each rank keeps 2sbh/t.
-        kept = _finite_bytes(2 * sbh / (tp if sequence_parallel else 1))
+        kept = finite_result("the activation byte count", 2 * sbh / (tp if sequence_parallel else 1))
         return LayerActivations(kept, 0.0, 0.0, kept)
 
     # Sec. 4.1/4.2.2: 10sbh sits outside the TP regions -- attention block input (2sbh)
@@ -102,7 +97,7 @@ def layer_activations(seq, micro_batch, hidden, heads, *, tp=1, sequence_paralle
         scores = 0.0
     else:
         scores = 5.0 * _as_float("heads", heads) * _as_float("seq", seq) * sb / tp
-    return LayerActivations(outside, inside, scores, _finite_bytes(outside + inside + scores))
+    return LayerActivations(outside, inside, scores, finite_result("the activation byte count", outside + inside + scores))
 
 
 def per_layer_bytes(seq, micro_batch, hidden, heads, *, tp=1, sequence_parallel=False,
@@ -204,7 +199,7 @@ def first_stage_bytes(seq, micro_batch, hidden, heads, layers, *, tp=1, pp=1,
         if pp == 1:
             output = 4 * sbh / outside_tp + 4.0 * sb * _as_float("vocab", vocab) / tp
     return StageActivations(per_layer, layers_per_stage, inflight, stack, embedding, output,
-                            _finite_bytes(stack + embedding + output))
+                            finite_result("the activation byte count", stack + embedding + output))
 
 
 def fraction_of_tp_baseline(seq, micro_batch, hidden, heads, *, tp, sequence_parallel=False,
@@ -225,7 +220,7 @@ def score_term_ratio(seq, hidden, heads):
     seq = _as_float("seq", positive_int("seq", seq))
     hidden = _as_float("hidden", positive_int("hidden", hidden))
     heads = _as_float("heads", positive_int("heads", heads))
-    return _finite_bytes(5.0 * heads * seq) / hidden
+    return finite_result("the activation byte count", 5.0 * heads * seq) / hidden
 
 
 def selective_recompute_pays(seq, hidden, heads):

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from models import collectives
-from models._validate import at_most, choice, non_negative, positive, positive_int
+from models._validate import at_most, choice, finite_result, non_negative, positive, positive_int
 
 __all__ = [
     "ShardLayout", "Read", "WriteTime", "ReloadVerdict", "MODES",
@@ -41,11 +41,6 @@ MAX_FILES = 2**20  # more writers than any cluster has; keeps the per-rank loops
 MAX_TENSOR_BYTES = 10**300  # past this, bytes stop converting to float
 
 
-def _finite_result(name, value):
-    """Valid but extreme inputs can overflow a float; say so instead of returning inf."""
-    if not math.isfinite(value):
-        raise ValueError(f"{name} overflows the float range for these inputs")
-    return value
 
 
 @dataclass(frozen=True)
@@ -261,7 +256,7 @@ def checkpoint_write_time(
     largest = shard_bytes(shape, dtype_bytes, layout, 0)  # rank 0 holds the first, full-size chunks
     if mode == "sharded":
         write_s = max(largest / per_writer_bytes_per_s, total / filesystem_bytes_per_s)
-        _finite_result("write_s", write_s)
+        finite_result("write_s", write_s)
         return WriteTime(mode, layout.files, total, largest, 0.0, write_s, write_s, largest)
     if layout.files > 1:
         if network_bytes_per_s is None:
@@ -272,8 +267,8 @@ def checkpoint_write_time(
     else:
         gather_s = 0.0
     write_s = total / min(per_writer_bytes_per_s, filesystem_bytes_per_s)
-    _finite_result("gather_s", gather_s)
-    _finite_result("total_s", gather_s + write_s)
+    finite_result("gather_s", gather_s)
+    finite_result("total_s", gather_s + write_s)
     return WriteTime(mode, 1, total, total, gather_s, write_s, gather_s + write_s, total)
 
 

@@ -32,7 +32,7 @@ import random
 from dataclasses import dataclass
 from fractions import Fraction
 
-from models._validate import at_most, finite, non_negative, non_negative_int, positive, positive_int
+from models._validate import at_most, finite, finite_result, non_negative, non_negative_int, positive, positive_int
 
 __all__ = [
     "Routing", "Dispatch", "MoeLayer", "CollapseStep", "AllToAllBytes", "MAX_ROUTED_LOGITS",
@@ -44,11 +44,6 @@ __all__ = [
 MAX_ROUTED_LOGITS = 2_000_000  # tokens * experts per call: ~1 s of CPython, more would freeze a tab
 
 
-def _finite_result(name, value):
-    """Valid but extreme inputs can overflow a float; say so instead of returning inf."""
-    if not math.isfinite(value):
-        raise ValueError(f"{name} overflows the float range for these inputs")
-    return value
 
 
 def expert_capacity(tokens, experts, top_k=1, capacity_factor=1.0):
@@ -196,7 +191,7 @@ def load_balancing_loss(fractions, router_prob, alpha=0.01):
         non_negative(f"router_prob[{i}]", p)
     non_negative("alpha", alpha)
     total = sum(f * p for f, p in zip(fractions, router_prob))  # plain sum: inf, not OverflowError
-    return _finite_result("load-balancing loss", alpha * len(fractions) * total)
+    return finite_result("load-balancing loss", alpha * len(fractions) * total)
 
 
 def imbalance(loads):
@@ -209,7 +204,7 @@ def imbalance(loads):
     mean = sum(load / len(loads) for load in loads)  # divide first: no overflow near 1e308
     if mean == 0:
         raise ValueError("loads must not all be zero")
-    return _finite_result("imbalance", max(loads) / mean)
+    return finite_result("imbalance", max(loads) / mean)
 
 
 def rank_loads(loads, ep):
@@ -231,7 +226,7 @@ def moe_layer_time_s(loads, time_per_token_s):
         raise ValueError("loads must not be empty")
     for i, load in enumerate(loads):
         non_negative(f"loads[{i}]", load)
-    return _finite_result("layer time", max(loads) * time_per_token_s)
+    return finite_result("layer time", max(loads) * time_per_token_s)
 
 
 @dataclass(frozen=True)

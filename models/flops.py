@@ -15,10 +15,9 @@ Symbols: B global batch (sequences per iteration), s sequence length, l layers,
 h hidden size, V vocabulary, P parameters, T training tokens, n GPUs,
 X achieved FLOP/s per GPU.
 """
-import math
 from dataclasses import dataclass
 
-from models._validate import choice, positive, positive_int
+from models._validate import choice, finite_result, positive, positive_int
 
 RECOMPUTE_OPTIONS = ("none", "selective", "full")
 SECONDS_PER_DAY = 86400.0
@@ -31,10 +30,6 @@ def _as_float(name, value):
         raise ValueError(f"{name}={value} is too large to represent as a float") from None
 
 
-def _finite(what, value):
-    if not math.isfinite(value):
-        raise ValueError(f"inputs are too large: {what} overflows a float")
-    return value
 
 
 def _positive_number(name, value):
@@ -64,7 +59,7 @@ def gpt_params(layers, hidden, vocab, seq):
     position (s·h) embeddings, the output layer tied to the word embedding.
     """
     l, h, v, s = _dims(layers=layers, hidden=hidden, vocab=vocab, seq=seq)
-    return _finite("parameter count", 12 * l * h * h + 13 * l * h + (v + s) * h)
+    return finite_result("parameter count", 12 * l * h * h + 13 * l * h + (v + s) * h)
 
 
 @dataclass(frozen=True)
@@ -102,7 +97,7 @@ def flops_breakdown(batch, seq, layers, hidden, vocab, *, recompute=False):
         extra = 0.0
     model = forward_transformer + forward_logits + backward
     return FlopsBreakdown(forward_transformer, forward_logits, backward, extra,
-                          _finite("model FLOPs", model), _finite("hardware FLOPs", model + extra))
+                          finite_result("model FLOPs", model), finite_result("hardware FLOPs", model + extra))
 
 
 def training_flops(batch, seq, layers, hidden, vocab, *, recompute=False):
@@ -124,7 +119,7 @@ def korthikanti_eq8_hardware_flops(batch, seq, layers, hidden, vocab):
     recomputation; ``training_flops(..., recompute="selective")`` uses the itemised count.
     """
     b, s, l, h, v = _dims(batch=batch, seq=seq, layers=layers, hidden=hidden, vocab=vocab)
-    return _finite("hardware FLOPs", 72 * b * s * l * h * h * (1 + s / (3 * h) + v / (12 * h * l)))
+    return finite_result("hardware FLOPs", 72 * b * s * l * h * h * (1 + s / (3 * h) + v / (12 * h * l)))
 
 
 def model_flops(batch, seq, layers, hidden, vocab):
@@ -140,14 +135,14 @@ def six_n_d(params, tokens):
     """
     _positive_number("params", params)
     _positive_number("tokens", tokens)
-    return _finite("6ND", 6.0 * params * tokens)
+    return finite_result("6ND", 6.0 * params * tokens)
 
 
 def iterations(tokens, batch, seq):
     """Iterations to consume T tokens: I = T/(B·s) (Narayanan 2021 Sec. 5.1)."""
     _positive_number("tokens", tokens)
     b, s = _dims(batch=batch, seq=seq)
-    return _finite("iterations", tokens / (b * s))
+    return finite_result("iterations", tokens / (b * s))
 
 
 def training_time_s(tokens, params, gpus, flops_per_s_per_gpu, *, recompute=True):
@@ -164,7 +159,7 @@ def training_time_s(tokens, params, gpus, flops_per_s_per_gpu, *, recompute=True
     if not isinstance(recompute, bool):
         raise ValueError(f"recompute must be True or False, got {recompute!r}")
     factor = 8.0 if recompute else 6.0
-    return _finite("training time", factor * tokens * params / (n * flops_per_s_per_gpu))
+    return finite_result("training time", factor * tokens * params / (n * flops_per_s_per_gpu))
 
 
 def iteration_time_s(flops_per_step, gpus, flops_per_s_per_gpu):
@@ -172,7 +167,7 @@ def iteration_time_s(flops_per_step, gpus, flops_per_s_per_gpu):
     _positive_number("flops_per_step", flops_per_step)
     n = _as_float("gpus", positive_int("gpus", gpus))
     _positive_number("flops_per_s_per_gpu", flops_per_s_per_gpu)
-    return _finite("step time", flops_per_step / (n * flops_per_s_per_gpu))
+    return finite_result("step time", flops_per_step / (n * flops_per_s_per_gpu))
 
 
 def achieved_flops_per_s_per_gpu(flops_per_step, step_time_s, gpus):
@@ -180,7 +175,7 @@ def achieved_flops_per_s_per_gpu(flops_per_step, step_time_s, gpus):
     _positive_number("flops_per_step", flops_per_step)
     _positive_number("step_time_s", step_time_s)
     n = _as_float("gpus", positive_int("gpus", gpus))
-    return _finite("FLOP/s", flops_per_step / (step_time_s * n))
+    return finite_result("FLOP/s", flops_per_step / (step_time_s * n))
 
 
 def utilization(flops_per_step, step_time_s, gpus, peak_flops_per_s):

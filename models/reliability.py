@@ -24,7 +24,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from models._validate import choice, finite, non_negative, non_negative_int, positive, positive_int
+from models._validate import choice, finite, finite_result, non_negative, non_negative_int, positive, positive_int
 
 __all__ = [
     "young_daly_interval_s", "daly_interval_s", "optimal_interval_s", "expected_wall_time_s",
@@ -45,11 +45,6 @@ DEFAULT_NCCL_TIMEOUT_S = 600.0
 _EXP_LIMIT = 700.0  # math.exp overflows just past 709
 
 
-def _finite_result(name, value):
-    """Valid but extreme inputs can overflow a float; say so instead of returning inf."""
-    if not math.isfinite(value):
-        raise ValueError(f"{name} overflows the float range for these inputs")
-    return value
 
 
 # ---- checkpoint interval ---------------------------------------------------------------------
@@ -59,7 +54,7 @@ def young_daly_interval_s(checkpoint_s, mtbf_s):
     interval", CACM 17(9))."""
     positive("checkpoint_s", checkpoint_s)
     positive("mtbf_s", mtbf_s)
-    return _finite_result("interval", math.sqrt(2.0) * math.sqrt(checkpoint_s) * math.sqrt(mtbf_s))
+    return finite_result("interval", math.sqrt(2.0) * math.sqrt(checkpoint_s) * math.sqrt(mtbf_s))
 
 
 def daly_interval_s(checkpoint_s, mtbf_s):
@@ -72,7 +67,7 @@ def daly_interval_s(checkpoint_s, mtbf_s):
         return float(mtbf_s)
     ratio = checkpoint_s / (2.0 * mtbf_s)
     young = young_daly_interval_s(checkpoint_s, mtbf_s)
-    return _finite_result("interval", young * (1.0 + math.sqrt(ratio) / 3.0 + ratio / 9.0) - checkpoint_s)
+    return finite_result("interval", young * (1.0 + math.sqrt(ratio) / 3.0 + ratio / 9.0) - checkpoint_s)
 
 
 def _log1p_neg_plus(x):
@@ -154,7 +149,7 @@ def first_order_waste_fraction(interval_s, checkpoint_s, mtbf_s, restart_s=0.0):
     and a restart per failure (Young 1974's cost model; minimised at sqrt(2 delta M))."""
     _check_interval_args(interval_s, checkpoint_s, mtbf_s, restart_s)
     waste = checkpoint_s / interval_s + (interval_s + checkpoint_s) / (2.0 * mtbf_s) + restart_s / mtbf_s
-    return _finite_result("waste fraction", waste)
+    return finite_result("waste fraction", waste)
 
 
 # ---- cluster failure arithmetic ---------------------------------------------------------------
@@ -169,7 +164,7 @@ def cluster_mtbf_s(node_mtbf_s, nodes):
 def expected_failures(duration_s, node_mtbf_s, nodes):
     """Expected failures in ``duration_s``: duration * N / M (Poisson process of rate N/M)."""
     non_negative("duration_s", duration_s)
-    return _finite_result("expected failures", duration_s / cluster_mtbf_s(node_mtbf_s, nodes))
+    return finite_result("expected failures", duration_s / cluster_mtbf_s(node_mtbf_s, nodes))
 
 
 def observed_mtbf_s(failures, duration_s, units):
@@ -178,7 +173,7 @@ def observed_mtbf_s(failures, duration_s, units):
     positive_int("failures", failures)
     positive("duration_s", duration_s)
     positive_int("units", units)
-    return _finite_result("mtbf", duration_s * units / failures)
+    return finite_result("mtbf", duration_s * units / failures)
 
 
 @dataclass(frozen=True)
@@ -205,7 +200,7 @@ def failure_budget(duration_s, node_mtbf_s, nodes, *, interval_s, checkpoint_s, 
         waste_fraction(interval_s, checkpoint_s, m, restart_s),
     )
     for name, value in zip(FailureBudget.__dataclass_fields__, ledger):
-        _finite_result(name, value)
+        finite_result(name, value)
     return FailureBudget(*ledger)
 
 
@@ -295,7 +290,7 @@ def expected_max_normal(n, mean, std):
     non_negative("std", std)
     if n > 10**15:
         raise ValueError(f"n must be <= 1e15, got {n}")
-    return _finite_result("expected max", mean + std * _standard_max_mean(n))
+    return finite_result("expected max", mean + std * _standard_max_mean(n))
 
 
 def expected_max_normal_asymptotic(n, mean, std):
@@ -304,13 +299,13 @@ def expected_max_normal_asymptotic(n, mean, std):
     n = positive_int("n", n)
     finite("mean", mean)
     non_negative("std", std)
-    return _finite_result("expected max", mean + std * math.sqrt(2.0 * math.log(n)))
+    return finite_result("expected max", mean + std * math.sqrt(2.0 * math.log(n)))
 
 
 def straggler_tax(n, mean, std):
     """E[max]/mean - 1: how much slower a synchronous step is than the average rank."""
     positive("mean", mean)
-    return _finite_result("straggler tax", expected_max_normal(n, mean, std) / mean - 1.0)
+    return finite_result("straggler tax", expected_max_normal(n, mean, std) / mean - 1.0)
 
 
 MAX_SAMPLED_DRAWS = 2_000_000  # rank-times drawn per call; ~1 s of CPython

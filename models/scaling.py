@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from models import collectives
-from models._validate import fraction, non_negative, positive, positive_int, choice
+from models._validate import choice, finite_result, fraction, non_negative, positive, positive_int
 
 __all__ = [
     "ScalingPoint", "TargetPoint", "MAX_WORLD_SIZE",
@@ -41,11 +41,6 @@ __all__ = [
 MAX_WORLD_SIZE = 2**40  # ints beyond this stop being exact floats in the efficiency ratios
 
 
-def _finite_result(name, value):
-    """Valid but extreme inputs can overflow a float; say so instead of returning inf."""
-    if not math.isfinite(value):
-        raise ValueError(f"{name} overflows the float range for these inputs")
-    return value
 
 
 def exposed_comm_s(compute_s, comm_s, overlap):
@@ -168,7 +163,7 @@ def _scaling(mode, t1_s, world_sizes, comm_time_s, gradient_bytes, alpha_s, band
         exposed = exposed_comm_s(compute, comm_s, overlap)
         step = compute + exposed
         eta = t1_s / (n * step) if mode == "strong" else t1_s / step
-        _finite_result("step_s", step)
+        finite_result("step_s", step)
         mfu = None if baseline_mfu is None else baseline_mfu * eta
         points.append(ScalingPoint(n, compute, comm_s, exposed, step, eta, mfu))
     return tuple(points)
@@ -195,7 +190,7 @@ def critical_batch(s_min, e_min):
     """B_crit = E_min / S_min (McCandlish et al. 2018, Eq. 2.12)."""
     positive("s_min", s_min)
     positive("e_min", e_min)
-    b_crit = _finite_result("critical batch", e_min / s_min)
+    b_crit = finite_result("critical batch", e_min / s_min)
     if b_crit == 0:
         raise ValueError(f"e_min={e_min} / s_min={s_min} underflows to a zero critical batch")
     return b_crit
@@ -204,13 +199,13 @@ def critical_batch(s_min, e_min):
 def steps_to_target(batch, *, s_min, e_min):
     """Optimizer steps to reach the target loss: S = S_min (1 + B_crit / B) (McCandlish 2018 §2)."""
     positive("batch", batch)
-    return _finite_result("steps", s_min * (1.0 + critical_batch(s_min, e_min) / batch))
+    return finite_result("steps", s_min * (1.0 + critical_batch(s_min, e_min) / batch))
 
 
 def examples_to_target(batch, *, s_min, e_min):
     """Examples (or tokens) consumed to reach the target: E = E_min (1 + B / B_crit) = B * S."""
     positive("batch", batch)
-    return _finite_result("examples", e_min * (1.0 + batch / critical_batch(s_min, e_min)))
+    return finite_result("examples", e_min * (1.0 + batch / critical_batch(s_min, e_min)))
 
 
 def steps_for_examples(examples, *, s_min, e_min):
@@ -221,7 +216,7 @@ def steps_for_examples(examples, *, s_min, e_min):
         raise ValueError(
             f"examples must be > e_min={e_min} (no batch size reaches the target with fewer), got {examples}"
         )
-    return _finite_result("steps", s_min * (1.0 + 1.0 / (examples / e_min - 1.0)))
+    return finite_result("steps", s_min * (1.0 + 1.0 / (examples / e_min - 1.0)))
 
 
 def kaplan_critical_batch_tokens(loss_nats, *, b_star_tokens=2e8, alpha_b=0.21):
@@ -271,7 +266,7 @@ def time_to_target(t1_s, per_device_batch, world_sizes, *, s_min, e_min, comm_ti
         values = (batch / p.step_s, steps, examples, steps * p.step_s)
         names = ("throughput_per_s", "steps", "examples_to_target", "time_to_target_s")
         for name, value in zip(names, values):
-            _finite_result(name, value)
+            finite_result(name, value)
         points.append(TargetPoint(
             p.world_size, batch, p.step_s, values[0], p.efficiency, steps, examples, values[3],
             1.0 / (1.0 + batch / b_crit),
