@@ -19,6 +19,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from models import collectives as collectives_model
 from models._validate import divides, finite, positive, positive_int
 
 # Width at which the illustrative GEMM efficiency curve reaches 50%. A chosen number
@@ -362,10 +363,9 @@ def tp_layer_communication(micro_batch, seq, hidden, tp, *, bytes_per_element=2,
         plan = _SP_PLAN + (_SP_REGATHER if count_backward_regather else ())
     else:
         plan = _TP_PLAN
-    ring = (tp - 1) / tp
     collectives = tuple(
         Collective(kind, phase, where, elements, message,
-                   message * ring * (2 if kind == "AllReduce" else 1))
+                   collectives_model.volume_bytes_per_rank(kind.lower(), message, tp))
         for kind, phase, where in plan)
     return LayerCommunication(collectives, len(collectives),
                               math.fsum(c.message_bytes for c in collectives),
