@@ -10,15 +10,17 @@ opening such a link restores that state and scrolls to it.
 import gc
 import json
 import traceback
+from collections import OrderedDict
 
 from pyscript import document, window
-from pyscript.ffi import create_proxy
+from pyscript.ffi import create_proxy, to_js
 
 from figures import registry
 from figures.contract import Slider, Select, Toggle, Button, decode_fragment, encode_state
 
 _live = {}  # figure number -> LiveFigure
 _proxies = []  # event listeners must outlive this module's frames
+VIEW_CACHE_SIZE = 48  # rendered views kept per figure (render is pure, so a view is reusable)
 
 
 class LiveFigure:
@@ -32,6 +34,11 @@ class LiveFigure:
         self.note = element.querySelector('[data-role="note"]')
         self.error = element.querySelector('[data-role="error"]')
         self.state = figure.validate_state(self.read_controls())
+        self.views = OrderedDict()  # state key -> View, most recent last
+        self.upcoming = []  # states one slider step away, rendered while the reader is idle
+        self.idle_proxy = create_proxy(lambda deadline: self.render_upcoming())
+        _proxies.append(self.idle_proxy)
+        self.idle_options = to_js({"timeout": 1000})
         for control in figure.controls:
             node = self.inputs[control.key]
             if isinstance(control, Button):
@@ -99,15 +106,56 @@ class LiveFigure:
     # -- drawing --------------------------------------------------------------
     def show(self):
         try:
-            view = self.figure.render(dict(self.state))
-            self.paint(view)
+            self.paint(self.view_for(self.state))
         except Exception as error:
             self.fail(error)
             return False
         self.error.hidden = True
         self.error.textContent = ""
         self.element.dataset.state = "live"
+        self.plan_upcoming()
         return True
+
+    def view_for(self, state):
+        key = tuple(sorted(state.items()))
+        view = self.views.get(key)
+        if view is None:
+            view = self.figure.render(dict(state))
+            self.views[key] = view
+            if len(self.views) > VIEW_CACHE_SIZE:
+                self.views.popitem(last=False)
+        else:
+            self.views.move_to_end(key)
+        return view
+
+    # Dragging a slider moves it one step at a time, so the states one step away from
+    # here are the likely next ones: render them while the reader is idle, one per idle
+    # callback, and the next step of a drag only has to paint.
+    def plan_upcoming(self):
+        self.upcoming = []
+        for control in self.figure.stateful_controls:
+            if not isinstance(control, Slider):
+                continue
+            here = control.position(self.state[control.key])
+            for step in (1, -1):
+                moved = control.from_position(here + (step if control.stops else step * control.step))
+                if moved != self.state[control.key]:
+                    self.upcoming.append({**self.state, control.key: moved})
+        if self.upcoming:
+            window.requestIdleCallback(self.idle_proxy, self.idle_options)
+
+    def render_upcoming(self):
+        while self.upcoming:
+            state = self.upcoming.pop(0)
+            if tuple(sorted(state.items())) in self.views:
+                continue
+            try:
+                self.view_for(state)
+            except Exception:
+                pass  # the reader sees this error only if they actually go there
+            break
+        if self.upcoming:
+            window.requestIdleCallback(self.idle_proxy, self.idle_options)
 
     def paint(self, view):
         if view.svg is not None:
