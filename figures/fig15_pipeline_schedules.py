@@ -114,9 +114,10 @@ def render(state):
         x = LEFT + t * px_per_unit
         parts.append(svg.line(x, axis_y, x, axis_y + 4, class_="svg-axis"))
         parts.append(svg.text(x, axis_y + 16, t, class_="svg-label-soft", text_anchor="middle"))
-    parts.append(svg.text(0, axis_y + 16, "time (forward passes)", class_="svg-label-soft"))
+    parts.append(svg.text(WIDTH - RIGHT, axis_y + 32, "time, in forward passes of one microbatch on one stage",
+                          class_="svg-label-soft", text_anchor="end"))
     drawing = svg.document(
-        WIDTH, axis_y + 24, parts,
+        WIDTH, axis_y + 38, parts,
         label=f"Gantt charts of four pipeline schedules for P={stages} stages and m={state['m']} microbatches",
     )
     readouts = []
@@ -128,5 +129,18 @@ def render(state):
         timeline = timelines[name]
         readouts.append(Readout(f"bubble_{name}", f"{label} bubble", fmt.percent(timeline.bubble_ratio), timeline.bubble_ratio))
         readouts.append(Readout(f"stashes_{name}", f"{label} peak stashes", f"{timeline.peak_stashes:g}", timeline.peak_stashes))
-    note = " ".join(f"{pipeline.SCHEDULE_LABELS[n]}: {e}" for n, e in errors.items())
+    notes = [f"{pipeline.SCHEDULE_LABELS[n]}: {e}" for n, e in errors.items()]
+    group = pipeline.interleaved_group_size(stages, state["m"])
+    if state["v"] > 1 and state["m"] < stages:
+        notes.append(
+            f"Interleaved: with fewer microbatches than stages (m = {state['m']} < P = {stages}) Megatron-LM "
+            "refuses to interleave; the simulation runs them as one group, and its bubble exceeds (P−1)/(v·m+P−1)."
+        )
+    elif state["v"] > 1 and group != stages:
+        notes.append(
+            f"Interleaved: Megatron-LM needs m to be a multiple of P (m = {state['m']}, P = {stages}); "
+            f"this simulation runs microbatches in groups of {group} instead of {stages}, which keeps the "
+            "bubble at (P−1)/(v·m+P−1) but holds more activations."
+        )
+    note = " ".join(notes)
     return View(svg=drawing, readouts=tuple(readouts), note=note)

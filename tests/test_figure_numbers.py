@@ -54,3 +54,13 @@ def test_figure_15_reference_article_numbers():
     assert eight["stashes_1f1b"].value == 8 and eight["stashes_gpipe"].value == 8
     sixteen = readouts(figure.render(figure.validate_state({"P": 4, "m": 16, "v": 1})))
     assert sixteen["stashes_1f1b"].value == 4 and sixteen["stashes_gpipe"].value == 16
+
+
+def test_figure_15_explains_interleaving_outside_megatrons_rule():
+    figure = registry()[15]
+    note = lambda **state: figure.render(figure.validate_state(state)).note
+    assert note(P=8, m=16, v=2) == "" and note(P=8, m=12, v=1) == ""
+    assert "groups of 12 instead of 8" in note(P=8, m=12, v=3)
+    assert "fewer microbatches than stages" in note(P=8, m=5, v=2)
+    grouped = readouts(figure.render(figure.validate_state({"P": 8, "m": 12, "v": 3})))
+    assert grouped["bubble_interleaved"].value == pytest.approx(pipeline.bubble_ratio_formula("interleaved", 8, 12, 3), abs=1e-12)
