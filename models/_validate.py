@@ -37,23 +37,24 @@ def non_negative(name, value):
     return value
 
 
-def positive_int(name, value):
+def _whole(name, value):
+    """An int, or a float with no fractional part; bools and text are rejected."""
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
+            return int(value)
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    return value
+
+
+def positive_int(name, value):
+    value = _whole(name, value)
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value!r}")
     return value
 
 
 def non_negative_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
+    value = _whole(name, value)
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value!r}")
     return value

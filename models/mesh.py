@@ -32,7 +32,7 @@ nodes in order, ``gpus_per_node`` at a time.
 from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
 
-from models._validate import divides, positive_int
+from models._validate import divides, non_negative_int, positive_int
 
 __all__ = ["AXES", "GROUP_AXES", "Mesh", "MAX_ENUMERATED_RANKS"]
 
@@ -123,7 +123,7 @@ class Mesh:
             raise ValueError(f"axis must be one of {', '.join(GROUP_AXES)}, got {axis!r}")
 
     def _check_rank(self, rank):
-        rank = _rank_int(rank)
+        rank = non_negative_int("rank", rank)
         if rank >= self.world_size:
             raise ValueError(f"rank must be < world_size={self.world_size}, got {rank}")
         return rank
@@ -229,14 +229,3 @@ class Mesh:
         self._check_enumerable("crosses_node")
         g = self.gpus_per_node
         return any(members[0] // g != members[-1] // g for members in self.groups(axis))
-
-
-def _rank_int(rank):
-    if isinstance(rank, bool) or not isinstance(rank, int):
-        if isinstance(rank, float) and rank.is_integer():
-            rank = int(rank)
-        else:
-            raise ValueError(f"rank must be a whole number, got {rank!r}")
-    if rank < 0:
-        raise ValueError(f"rank must be >= 0, got {rank}")
-    return rank
