@@ -21,6 +21,7 @@ CONTROLS = (
 
 WIDTH, LEFT, RIGHT = 960, 112, 12
 PANEL_GAP, HEADER = 16, 20
+MAX_LABELLED_OPS = 1200  # beyond this no bar is 13 px wide: skip the label pass entirely
 TICKS = 12  # clock ticks per forward pass: op times are multiples of 1/v (v <= 4) and 1/2, so bars land on whole ticks
 
 
@@ -58,8 +59,7 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_unit):
     for (kind, chunk), bars in sorted(_bars_by_kind(timeline.ops).items()):
         parts.append(svg.lanes(bars, x=LEFT, y=lanes_top, x_scale=px_per_unit / TICKS, lane_height=row_height,
                                class_=f"op op-{kind} op-chunk-{chunk}"))
-    shortest = min(op_end - op_start for *_, op_start, op_end in timeline.ops[:64])
-    if row_height >= 11 and shortest * px_per_unit >= 13:  # labels fit: then ops are few
+    if row_height >= 11 and len(timeline.ops) <= MAX_LABELLED_OPS:
         for stage, _, microbatch, _, op_start, op_end in timeline.ops:
             if (op_end - op_start) * px_per_unit >= 13:
                 x = LEFT + (op_start + op_end) / 2 * px_per_unit

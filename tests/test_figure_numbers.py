@@ -64,3 +64,17 @@ def test_figure_15_explains_interleaving_outside_megatrons_rule():
     assert "fewer microbatches than stages" in note(P=8, m=5, v=2)
     grouped = readouts(figure.render(figure.validate_state({"P": 8, "m": 12, "v": 3})))
     assert grouped["bubble_interleaved"].value == pytest.approx(pipeline.bubble_ratio_formula("interleaved", 8, 12, 3), abs=1e-12)
+
+
+def test_figure_15_panel_headers_state_the_simulated_numbers():
+    figure = registry()[15]
+    drawing = figure.render(figure.validate_state({"P": 8, "m": 8, "v": 2})).svg
+    for name in pipeline.SCHEDULES:
+        timeline = pipeline.simulate(name, 8, 8, 2 if name == "interleaved" else 1)
+        header = (f"{pipeline.SCHEDULE_LABELS[name]} — bubble {timeline.bubble_ratio * 100:.1f}%, "
+                  f"peak {timeline.peak_stashes:g} microbatch stashes (stage {timeline.worst_stage})")
+        assert header in drawing
+    # At P=8, m=8 a forward pass is ~18.6 px: every GPipe, 1F1B and ZB-H1 op carries its
+    # microbatch number (128 + 128 + 192); interleaved forwards (v=2, ~9 px) are too narrow,
+    # its 128 backwards (~18.6 px) are labelled.
+    assert drawing.count('class="op-label"') == 128 + 128 + 192 + 128
