@@ -323,14 +323,6 @@ def load_references():
     return references
 
 
-def load_strategies():
-    try:
-        from models import strategies
-    except ImportError:
-        return None
-    return strategies
-
-
 def count_words(html_text):
     text = re.sub(r"<(math|svg|script|style)\b.*?</\1>", " ", html_text, flags=re.S)
     text = re.sub(r"<[^>]+>", " ", text)
@@ -344,6 +336,7 @@ def count_words(html_text):
 def build(dist=ROOT / "dist", base_url="/"):
     sys.path.insert(0, str(ROOT))
     from figures import registry
+    from models import strategies
 
     if not base_url.startswith("/") or not base_url.endswith("/"):
         raise BuildError(f"--base-url must start and end with '/', got {base_url!r}")
@@ -370,7 +363,7 @@ def build(dist=ROOT / "dist", base_url="/"):
         lstrip_blocks=True,
     )
     figures = registry()
-    article = Article(templates, figures, load_strategies(), load_references())
+    article = Article(templates, figures, strategies, load_references())
     sections = []
     for path in sorted(CONTENT.glob("*.md")):
         try:
@@ -415,14 +408,12 @@ def check_figure_order(article):
         if number in seen:
             raise BuildError(f"{where}: figure {number:02d} appears again (first at {seen[number]})")
         seen[number] = where
-    numbers = [number for number, _, _ in article.sequence]
     for (earlier, _, _), (later, _, where) in zip(article.sequence, article.sequence[1:]):
         if later < earlier:
             raise BuildError(f"{where}: figure {later:02d} comes after figure {earlier:02d}; figures must be in order")
     missing = sorted(set(article.figures) - set(article.placed))
     if missing and article.sequence:
         raise BuildError(f"site/content: built figure(s) {', '.join(f'{n:02d}' for n in missing)} are never placed")
-    return numbers
 
 
 # ---------------------------------------------------------------------------
