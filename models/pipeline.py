@@ -40,7 +40,7 @@ What it does not model
 import gc
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import accumulate, repeat
 from operator import itemgetter
 
@@ -89,6 +89,19 @@ del _index, _name
 
 
 @dataclass(frozen=True)
+class Passes:
+    """Every pass of one kind and chunk on one device: one per microbatch, all of one
+    length. This is the Gantt chart's natural unit (one row of same-coloured bars), and
+    the compact form a figure draws from without touching ~10^4 ``Op`` objects."""
+
+    stage: int
+    kind: str  # "F", "B" or "W", as in Op
+    chunk: int
+    duration_s: float  # each pass's length
+    starts: tuple  # start time of microbatch i's pass at index i, seconds from step start
+
+
+@dataclass(frozen=True)
 class Timeline:
     """Result of ``simulate``: the Gantt chart and what it costs."""
 
@@ -96,7 +109,7 @@ class Timeline:
     stages: int
     microbatches: int
     chunks: int
-    ops: tuple = field(repr=False)  # of Op, sorted by (stage, start)
+    passes: tuple = field(repr=False)  # of Passes, by (stage, kind F-B-W, chunk)
     makespan: float  # seconds from the first F to the last op
     busy_per_stage: tuple  # seconds each device computes
     idle_per_stage: tuple  # makespan - busy: the bubble on each device
@@ -104,6 +117,18 @@ class Timeline:
     peak_stashes_per_stage: tuple  # max live activation stashes (1 = one microbatch, whole stage)
     peak_stashes: float  # max over stages
     worst_stage: int  # stage with the most peak stashes (lowest index on ties)
+
+    @cached_property
+    def ops(self):
+        """Every pass as an ``Op``, sorted by (stage, start): built on first use, since
+        drawing needs only ``passes``. A device runs one op at a time, so starts on one
+        stage are distinct and this is each device's program order."""
+        rows = []
+        for p in self.passes:
+            ends = map(p.duration_s.__add__, p.starts)
+            rows += zip(repeat(p.stage), repeat(p.kind), range(len(p.starts)), repeat(p.chunk), p.starts, ends)
+        rows.sort(key=itemgetter(0, 4))
+        return tuple(map(tuple.__new__, repeat(Op), rows))
 
 
 # ---------------------------------------------------------------------------
@@ -323,13 +348,9 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     if split:
         dependency += range(block, 2 * block)  # W(i, k) <- B(i, k)
     duration = []
-    chunk_of = []
     for pass_s in (forward_s, backward_part_s, backward_part_s)[: len(kinds)]:
         for k in range(virtual_stages):
             duration += [pass_s * factors[k % stages] / chunks] * m
-            chunk_of += [k // stages] * m
-    kind_of = ["F"] * block + ["B"] * block + ["W"] * (done - 2 * block)
-    microbatch_of = list(range(m)) * (len(kinds) * virtual_stages)
     # A stash is live from F start until the pass that frees it (W for zb-h1) ends.
     stash_change = [1] * block + [0] * (done - 2 * block) + [-1] * block
 
@@ -337,36 +358,47 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     end = [-1.0] * done + [0.0]
     start = [0.0] * done
     free = [0.0] * stages
-    position = [0] * stages
-    remaining = sum(map(len, programs))
-    while remaining:
-        progressed = False
-        for d in range(stages):
-            program = programs[d]
-            pos = before = position[d]
-            count = len(program)
-            t = free[d]
-            while pos < count:
-                op = program[pos]
-                ready = end[dependency[op]]
-                if ready < 0.0:
-                    break
-                if ready > t:
-                    t = ready
-                start[op] = t
-                t += duration[op]
-                end[op] = t
-                pos += 1
-            if pos != before:
-                remaining -= pos - before
-                position[d] = pos
-                free[d] = t
-                progressed = True
-        if not progressed:  # never seen for these schedules; guards future orders
-            raise ValueError(
-                f"schedule={schedule!r} deadlocks for stages={stages}, "
-                f"microbatches={m}, chunks={chunks}"
-            )
+    # Run a device until its next op waits on an unfinished input; park that op, note
+    # which input it waits for, and when that input ends put the device back on the
+    # stack. Each op is visited once and no pass over idle devices is ever made.
+    remaining = [iter(program) for program in programs]
+    parked = [done] * stages  # the op a device stopped at (`done`: none)
+    waiting = {}  # op id -> the devices blocked on it
+    runnable = list(range(stages - 1, -1, -1))
+    while runnable:
+        d = runnable.pop()
+        t = free[d]
+        op = parked[d]
+        if op != done:  # its input has just ended, so it runs first
+            parked[d] = done
+            ready = end[dependency[op]]
+            if ready > t:
+                t = ready
+            start[op] = t
+            t += duration[op]
+            end[op] = t
+            if op in waiting:
+                runnable += waiting.pop(op)
+        for op in remaining[d]:
+            needed = dependency[op]
+            ready = end[needed]
+            if ready < 0.0:
+                waiting.setdefault(needed, []).append(d)
+                parked[d] = op
+                break
+            if ready > t:
+                t = ready
+            start[op] = t
+            t += duration[op]
+            end[op] = t
+            if op in waiting:
+                runnable += waiting.pop(op)
+        free[d] = t
+    if waiting:  # a device still waits: never seen for these schedules; guards future orders
+        raise ValueError(
+            f"schedule={schedule!r} deadlocks for stages={stages}, "
+            f"microbatches={m}, chunks={chunks}"
+        )
 
     # Each device computes m microbatches x chunks x (F + B [+ W]) = m (F+B) factor.
     busy = tuple(m * (forward_s + backward_s) * factor for factor in factors)
@@ -374,28 +406,22 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     idle = tuple(max(makespan - b, 0.0) for b in busy)  # never -1 ulp
     peaks = tuple(max(accumulate(itemgetter(*p)(stash_change))) / chunks for p in programs)
 
-    # Columns of the Gantt chart in (stage, start) order; itemgetter pulls a whole
-    # column in one C call, and tuple.__new__(Op, row) is Op(*row) without the call.
-    column = itemgetter(*[op for program in programs for op in program])
-    stage_column = []
-    for d, program in enumerate(programs):
-        stage_column += [d] * len(program)
-    rows = zip(
-        stage_column,
-        column(kind_of),
-        column(microbatch_of),
-        column(chunk_of) if chunks > 1 else repeat(0),
-        column(start),
-        column(end),
+    # Op ids of one kind and virtual stage k = chunk * P + device are the m consecutive
+    # ids from kind * block + k * m: one slice per (device, kind, chunk).
+    passes = tuple(
+        Passes(d, kind, c, duration[first], tuple(start[first:first + m]))
+        for d in range(stages)
+        for kind_index, kind in enumerate(kinds)
+        for c in range(chunks)
+        for first in ((kind_index * virtual_stages + c * stages + d) * m,)
     )
-    ops = tuple(map(tuple.__new__, repeat(Op), rows))
     peak = max(peaks)
     return Timeline(
         schedule=schedule,
         stages=stages,
         microbatches=m,
         chunks=chunks,
-        ops=ops,
+        passes=passes,
         makespan=makespan,
         busy_per_stage=busy,
         idle_per_stage=idle,
