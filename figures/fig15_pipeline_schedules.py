@@ -22,14 +22,22 @@ CONTROLS = (
 WIDTH, LEFT, RIGHT = 960, 112, 12
 PANEL_GAP, HEADER = 16, 20
 MAX_LABELLED_OPS = 1200  # beyond this no bar is 13 px wide: skip the label pass entirely
-TICKS = 12  # clock ticks per forward pass: op times are multiples of 1/v (v <= 4) and 1/2, so bars land on whole ticks
+# The figure's clock: a forward pass takes 12 ticks, so every op of every schedule (1, 2,
+# 1/v or 2/v forward passes long, v <= 4) starts and ends on a whole tick: the times are
+# exact and the Gantt paths hold short integers.
+TICKS_PER_FORWARD = 12
+
+
+def _simulate(name, stages, microbatches, chunks):
+    return pipeline.simulate(name, stages, microbatches, chunks,
+                             forward_s=TICKS_PER_FORWARD, backward_s=2 * TICKS_PER_FORWARD)
 
 
 def _simulate_all(state):
     timelines, errors = {}, {}
     for name in pipeline.SCHEDULES:
         try:
-            timelines[name] = pipeline.simulate(name, state["P"], state["m"], _chunks(name, state))
+            timelines[name] = _simulate(name, state["P"], state["m"], _chunks(name, state))
         except ValueError as error:
             errors[name] = str(error)
     return timelines, errors
@@ -40,10 +48,10 @@ def _chunks(name, state):
 
 
 @lru_cache(maxsize=64)
-def _panel(name, stages, microbatches, chunks, top, row_height, px_per_unit):
+def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
     """One schedule's Gantt panel as SVG markup. Cached: moving v redraws only the
     interleaved panel, and dragging a slider back over old values costs nothing."""
-    timeline = pipeline.simulate(name, stages, microbatches, chunks)
+    timeline = _simulate(name, stages, microbatches, chunks)
     label = pipeline.SCHEDULE_LABELS[name]
     header = (
         f"{label} — bubble {fmt.percent(timeline.bubble_ratio)}, "
@@ -53,50 +61,28 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_unit):
     lanes_top = top + HEADER
     for stage in range(stages):
         y = lanes_top + stage * row_height
-        parts.append(svg.rect(LEFT, y, timeline.makespan * px_per_unit, row_height, class_="svg-lane"))
+        parts.append(svg.rect(LEFT, y, timeline.makespan * px_per_tick, row_height, class_="svg-lane"))
         if row_height >= 9 or stage in (0, stages - 1):
             parts.append(svg.text(LEFT - 6, y + row_height / 2 + 4, f"stage {stage}", class_="svg-label-soft", text_anchor="end"))
-    for (kind, chunk), bars in sorted(_bars_by_kind(timeline.ops).items()):
-        parts.append(svg.lanes(bars, x=LEFT, y=lanes_top, x_scale=px_per_unit / TICKS, lane_height=row_height,
+    passes = timeline.passes
+    for kind, chunk in sorted({(p.kind, p.chunk) for p in passes}):
+        rows = [(p.stage, p.duration_s, p.starts) for p in passes if p.kind == kind and p.chunk == chunk]
+        parts.append(svg.lanes(rows, x=LEFT, y=lanes_top, x_scale=px_per_tick, lane_height=row_height,
                                class_=f"op op-{kind} op-chunk-{chunk}"))
-    if row_height >= 11 and len(timeline.ops) <= MAX_LABELLED_OPS:
-        for stage, _, microbatch, _, op_start, op_end in timeline.ops:
-            if (op_end - op_start) * px_per_unit >= 13:
-                x = LEFT + (op_start + op_end) / 2 * px_per_unit
-                parts.append(svg.text(x, lanes_top + (stage + 0.5) * row_height, microbatch + 1, class_="op-label"))
+    if row_height >= 11 and len(passes) * microbatches <= MAX_LABELLED_OPS:
+        parts.append(svg.numerals(
+            ((LEFT + (start + p.duration_s / 2) * px_per_tick, lanes_top + (p.stage + 0.5) * row_height, microbatch + 1)
+             for p in passes if p.duration_s * px_per_tick >= 13
+             for microbatch, start in enumerate(p.starts)),
+            class_="op-label",
+        ))
     return "".join(parts)
-
-
-def _bars_by_kind(ops):
-    """Ops as whole-tick bars ``(start, length, lane)`` per (kind, chunk); back-to-back ops
-    of one kind on one lane merge into one bar (they look the same once drawn, and the
-    microbatch labels tell them apart when there is room for labels)."""
-    bars = {}
-    run_key, run_stage, run_start, run_end = None, -1, 0.0, 0.0
-    # Ops come sorted by (stage, start), so a mergeable op is always the one just before.
-    # An Op is a tuple (stage, kind, microbatch, chunk, start, end); unpacking it is several
-    # times faster than its named properties, and this loop sees ~10^4 ops per redraw.
-    for stage, kind, _, chunk, start, end in ops:
-        if stage == run_stage and start == run_end and (kind, chunk) == run_key:
-            run_end = end
-            continue
-        if run_key is not None:
-            bars.setdefault(run_key, []).append(_ticks(run_start, run_end, run_stage))
-        run_key, run_stage, run_start, run_end = (kind, chunk), stage, start, end
-    if run_key is not None:
-        bars.setdefault(run_key, []).append(_ticks(run_start, run_end, run_stage))
-    return bars
-
-
-def _ticks(start, end, lane):
-    first = int(start * TICKS + 0.5)
-    return first, int(end * TICKS + 0.5) - first, lane
 
 
 def render(state):
     stages = state["P"]
     timelines, errors = _simulate_all(state)
-    longest = max(t.makespan for t in timelines.values())
+    longest = max(t.makespan for t in timelines.values()) / TICKS_PER_FORWARD  # in forward passes
     px_per_unit = (WIDTH - LEFT - RIGHT) / longest
     row_height = max(6.0, min(16.0, 128.0 / stages))
     parts, top = [], 0.0
@@ -105,7 +91,7 @@ def render(state):
             parts.append(svg.text(LEFT, top + 14, f"{pipeline.SCHEDULE_LABELS[name]}: {errors[name]}", class_="svg-label"))
             top += HEADER + PANEL_GAP
             continue
-        parts.append(_panel(name, stages, state["m"], _chunks(name, state), top, row_height, px_per_unit))
+        parts.append(_panel(name, stages, state["m"], _chunks(name, state), top, row_height, px_per_unit / TICKS_PER_FORWARD))
         top += HEADER + stages * row_height + PANEL_GAP
     axis_y = top
     parts.append(svg.line(LEFT, axis_y, WIDTH - RIGHT, axis_y, class_="svg-axis"))

@@ -1,7 +1,10 @@
 """The one place SVG markup is written. Figures compose these helpers; colours come
 from CSS classes (``site/static/playbook.css``) so diagrams follow the light/dark theme."""
 from html import escape
-from itertools import starmap
+from functools import lru_cache
+from re import compile as _regex
+
+_NEEDS_ESCAPE = _regex("[&<>\"']").search  # one scan; path data is long and never needs it
 
 
 def _attrs(attributes):
@@ -10,7 +13,8 @@ def _attrs(attributes):
         if value is None or value is False:
             continue
         name = name.rstrip("_").replace("_", "-")
-        parts.append(f' {name}="{escape(_num(value) if isinstance(value, float) else str(value))}"')
+        value = _num(value) if isinstance(value, float) else str(value)
+        parts.append(f' {name}="{escape(value) if _NEEDS_ESCAPE(value) else value}"')
     return "".join(parts)
 
 
@@ -50,17 +54,68 @@ def group(children, **attributes):
     return element("g", list(children), **attributes)
 
 
-def lanes(spans, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
+# Numerals drawn as strokes on a 4 x 6 grid (x right, y down), one polyline per stroke.
+_NUMERAL_STROKES = {
+    "0": ((1, 0, 3, 0, 4, 1, 4, 5, 3, 6, 1, 6, 0, 5, 0, 1, 1, 0),),
+    "1": ((1, 1, 2, 0, 2, 6), (1, 6, 3, 6)),
+    "2": ((0, 1, 1, 0, 3, 0, 4, 1, 4, 2, 0, 6, 4, 6),),
+    "3": ((0, 1, 1, 0, 3, 0, 4, 1, 4, 2, 3, 3, 1, 3), (3, 3, 4, 4, 4, 5, 3, 6, 1, 6, 0, 5)),
+    "4": ((3, 6, 3, 0, 0, 4, 4, 4),),
+    "5": ((4, 0, 0, 0, 0, 3, 3, 3, 4, 4, 4, 5, 3, 6, 0, 6),),
+    "6": ((3, 0, 1, 0, 0, 1, 0, 5, 1, 6, 3, 6, 4, 5, 4, 4, 3, 3, 0, 3),),
+    "7": ((0, 0, 4, 0, 1.5, 6),),
+    "8": ((1, 0, 3, 0, 4, 1, 4, 2, 3, 3, 1, 3, 0, 4, 0, 5, 1, 6, 3, 6, 4, 5, 4, 4, 3, 3), (1, 3, 0, 2, 0, 1, 1, 0)),
+    "9": ((4, 3, 1, 3, 0, 2, 0, 1, 1, 0, 3, 0, 4, 1, 4, 5, 3, 6, 1, 6),),
+}
+_NUMERAL_ADVANCE = 6  # grid units from one digit to the next
+
+
+@lru_cache(maxsize=None)
+def _numeral_path(text, height):
+    """Relative path commands drawing ``text`` centred on the current point."""
+    unit = height / 6
+    left = -(len(text) * _NUMERAL_ADVANCE - 2) / 2
+    pen_x = pen_y = 0.0
+    commands = []
+    for index, digit in enumerate(text):
+        for stroke in _NUMERAL_STROKES[digit]:
+            for point in range(0, len(stroke), 2):
+                x = (left + index * _NUMERAL_ADVANCE + stroke[point]) * unit
+                y = (stroke[point + 1] - 3) * unit
+                commands.append(f"{'l' if point else 'm'}{_num(x - pen_x)} {_num(y - pen_y)}")
+                pen_x, pen_y = x, y
+    return "".join(commands)
+
+
+def numerals(items, *, height=6.5, **attributes):
+    """Whole numbers centred at ``(x, y, number)`` points, stroked as ONE ``<path>``.
+
+    Chromium lays out each SVG ``<text>`` separately (~20 us each), so the hundreds of
+    small labels a Gantt chart wants would cost a frame; as strokes they are one node.
+    They are decoration: say what they mean in the drawing's ``aria-label`` or caption.
+    """
+    data = "".join(f"M{x:.1f} {y:.1f}{_numeral_path(str(int(number)), height)}" for x, y, number in items)
+    return element("path", d=data or "M0 0", fill="none", stroke_linecap="round", stroke_linejoin="round", **attributes)
+
+
+def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
     """Many bars on horizontal lanes as ONE ``<path>``, the way a Gantt chart needs them.
 
-    ``spans`` are integer ``(start, length, lane)`` triples in the caller's own units
-    (for example ticks of a clock); the group's transform maps them to pixels. Each bar
-    is a stroked segment ``M start lane.5 h length`` whose stroke fills ``fill_ratio`` of
-    its lane, so thousands of bars stay one DOM node with a short ``d`` string: that is
-    what keeps a live re-render within a frame.
+    ``rows`` are ``(lane, length, starts)``: bars of one ``length`` on lane ``lane``, one
+    per start. Starts and lengths are whole numbers in the caller's units (say ticks of
+    a clock), so the path holds short integers; the group's transform maps them to
+    pixels. Each bar is a
+    stroked segment ``M start lane.5 h length`` whose stroke fills ``fill_ratio`` of its
+    lane: thousands of bars stay one DOM node, and the string is built by C-level
+    ``map``/``join`` calls (no Python statement per bar), which is what keeps a live
+    re-render within a frame.
     """
-    data = "".join(starmap("M{0} {2}.5h{1}".format, spans))  # C-level loop: spans can number 10^4
+    data = []
+    for lane, length, starts in rows:
+        if starts:
+            bar = f" {lane}.5h{int(length)}"
+            data.append("M" + (bar + "M").join(map(str, map(int, starts))) + bar)
     transform = f"translate({_num(float(x))} {_num(float(y))}) scale({x_scale:.6g} {_num(float(lane_height))})"
     return element(
-        "path", d=data or "M0 0", transform=transform, fill="none", stroke_width=fill_ratio, **attributes
+        "path", d="".join(data) or "M0 0", transform=transform, fill="none", stroke_width=fill_ratio, **attributes
     )

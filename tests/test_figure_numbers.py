@@ -1,10 +1,15 @@
 """The numbers the two foundation figures show are the ones models/ computes, and the
 published ones."""
+import xml.etree.ElementTree as ET
+from collections import Counter
+
 import pytest
 
-from figures import registry
+from figures import fig15_pipeline_schedules as fig15, registry
 from models import memory, pipeline
+from tests.test_svg import numbers_drawn
 
+SVG = "{http://www.w3.org/2000/svg}"
 ZERO_7_5B_N64 = {0: "120 GB", 1: "31.4 GB", 2: "16.6 GB", 3: "1.88 GB"}  # ZeRO paper, Fig. 1
 
 
@@ -25,14 +30,27 @@ def test_figure_08_shows_the_zero_paper_numbers(stage):
 def test_figure_08_bars_stack_to_the_model_totals():
     figure = registry()[8]
     state = figure.validate_state({"params": 175e9, "N": 8, "stage": 2, "optimizer": "adam_fp32"})
-    plot = figure.render(state).plot
+    view = figure.render(state)
+    [bars] = [trace for trace in view.plot["data"] if trace["type"] == "bar"]
+    [totals] = [trace for trace in view.plot["data"] if trace["type"] == "scatter"]
+    segments = list(zip(bars["x"], bars["customdata"], bars["base"], bars["y"]))
     for column, stage in enumerate(memory.STAGES):
-        expected = memory.model_states_for(175e9, 8, stage, "adam_fp32").total_bytes / 1e9
-        bars = [trace for trace in plot["data"] if trace["type"] == "bar"]
-        assert len(bars) == 3
-        assert sum(trace["y"][column] for trace in bars) == pytest.approx(expected, rel=1e-12)
-        [totals] = [trace for trace in plot["data"] if trace["type"] == "scatter"]
-        assert totals["y"][column] == pytest.approx(expected, rel=1e-12)
+        states = memory.model_states_for(175e9, 8, stage, "adam_fp32")
+        label = totals["x"][column]
+        stack = [(part, base, height) for x, part, base, height in segments if x == label]
+        assert [part for part, _, _ in stack] == ["Parameters", "Gradients", "Optimizer state"]
+        expected = [states.params_bytes / 1e9, states.grads_bytes / 1e9, states.optimizer_bytes / 1e9]
+        assert [height for _, _, height in stack] == pytest.approx(expected, rel=1e-12)
+        # each segment starts where the one below it ends
+        assert [base for _, base, _ in stack] == pytest.approx([0.0, expected[0], expected[0] + expected[1]], rel=1e-12)
+        assert totals["y"][column] == pytest.approx(states.total_bytes / 1e9, rel=1e-12)
+    # the chosen stage is drawn solid, the others faded
+    assert [o for x, o in zip(bars["x"], bars["marker"]["opacity"]) if o == 1.0] == [1.0] * 3
+    # no plotly legend: the three part readouts carry the colours instead
+    assert view.plot["layout"]["showlegend"] is False
+    assert {r.key: r.color for r in view.readouts if r.color} == {
+        "params_bytes": bars["marker"]["color"][0], "grads_bytes": bars["marker"]["color"][4],
+        "optimizer_bytes": bars["marker"]["color"][8]}
 
 
 @pytest.mark.parametrize("P,m,v", [(8, 8, 1), (8, 64, 2), (4, 8, 2), (16, 32, 4), (2, 1, 1)])
@@ -77,4 +95,18 @@ def test_figure_15_panel_headers_state_the_simulated_numbers():
     # At P=8, m=8 a forward pass is ~18.6 px: every GPipe, 1F1B and ZB-H1 op carries its
     # microbatch number (128 + 128 + 192); interleaved forwards (v=2, ~9 px) are too narrow,
     # its 128 backwards (~18.6 px) are labelled.
-    assert drawing.count('class="op-label"') == 128 + 128 + 192 + 128
+    labels = [path for path in ET.fromstring(drawing).iter(f"{SVG}path") if path.get("class") == "op-label"]
+    assert len(labels) == 4
+    numbers = Counter(n for path in labels for _, _, n in numbers_drawn(ET.tostring(path, encoding="unicode")))
+    assert numbers == {microbatch: (128 + 128 + 192 + 128) // 8 for microbatch in range(1, 9)}
+
+
+@pytest.mark.parametrize("P,m,v", [(8, 8, 3), (16, 64, 4), (5, 13, 3), (3, 2, 4), (7, 40, 1)])
+def test_figure_15_clock_puts_every_op_on_a_whole_tick(P, m, v):
+    for name in pipeline.SCHEDULES:
+        timeline = fig15._simulate(name, P, m, v if name == "interleaved" else 1)
+        for passes in timeline.passes:
+            assert passes.duration_s == int(passes.duration_s)
+            assert all(start == int(start) for start in passes.starts)
+        reference = pipeline.simulate(name, P, m, v if name == "interleaved" else 1)
+        assert timeline.bubble_ratio == pytest.approx(reference.bubble_ratio, rel=1e-12)

@@ -1,0 +1,56 @@
+"""The shared drawing helpers draw exactly what they are given."""
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from figures import svg
+
+
+def bars(path_markup):
+    """(lane, start, end) of every bar of a ``svg.lanes`` path."""
+    d = ET.fromstring(path_markup).get("d")
+    return sorted((int(lane), int(start), int(start) + int(length))
+                  for start, lane, length in re.findall(r"M(\d+) (\d+)\.5h(\d+)", d))
+
+
+def test_lanes_draws_one_bar_per_start():
+    rows = [(0, 12, (0, 24, 60)), (1, 6.0, (42.0, 36.0, 30.0)), (2, 3, ()), (3, 4, (8,))]
+    drawn = bars(svg.lanes(rows, x=10, y=20, x_scale=0.5, lane_height=8))
+    assert drawn == [(0, 0, 12), (0, 24, 36), (0, 60, 72), (1, 30, 36), (1, 36, 42), (1, 42, 48), (3, 8, 12)]
+    assert svg.lanes([], x=0, y=0, x_scale=1, lane_height=1).count('d="M0 0"') == 1
+
+
+def test_lanes_maps_units_to_pixels_in_its_transform():
+    path = ET.fromstring(svg.lanes([(0, 1, (0,))], x=112, y=20.5, x_scale=0.25, lane_height=16))
+    assert path.get("transform") == "translate(112 20.5) scale(0.25 16)"
+    assert path.get("stroke-width") == "0.9"
+
+
+def numbers_drawn(path_markup, height=6.5):
+    """Decode a ``svg.numerals`` path back into (x, y, number) triples."""
+    d = ET.fromstring(path_markup).get("d")
+    glyphs = {svg._numeral_path(str(n), height): n for n in range(1000)}
+    decoded = []
+    for x, y, rest in re.findall(r"M(-?[\d.]+) (-?[\d.]+)([^M]*)", d):
+        decoded.append((float(x), float(y), glyphs[rest]))
+    return decoded
+
+
+def test_numerals_are_distinct_and_decode_back():
+    assert len({svg._numeral_path(str(n), 6.5) for n in range(1000)}) == 1000
+    items = [(10.0, 20.5, 1), (33.3, 4.0, 64), (0.0, 0.0, 907)]
+    assert numbers_drawn(svg.numerals(items, class_="op-label")) == items
+
+
+@pytest.mark.parametrize("number", [0, 8, 64, 208, 999])  # digits whose ink spans the whole cell
+def test_numerals_are_centred_on_their_point(number):
+    d = svg._numeral_path(str(number), 6.0)
+    x = y = 0.0
+    xs, ys = [], []
+    for _, dx, dy in re.findall(r"([ml])(-?[\d.]+) (-?[\d.]+)", d):
+        x, y = x + float(dx), y + float(dy)
+        xs.append(x)
+        ys.append(y)
+    assert min(xs) == pytest.approx(-max(xs), abs=0.02)
+    assert (min(ys), max(ys)) == pytest.approx((-3.0, 3.0), abs=0.02)
