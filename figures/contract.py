@@ -17,6 +17,7 @@ This module is deliberately free of DOM code so both sides can import it.
 """
 import math
 from dataclasses import dataclass, field
+from html import escape
 
 
 @dataclass(frozen=True)
@@ -124,12 +125,23 @@ class Button:
 @dataclass(frozen=True)
 class Readout:
     """One key number. ``value`` is the raw number (for tests and machine readers),
-    ``text`` is what the reader sees."""
+    ``text`` is what the reader sees. ``color`` is the colour of the series the number
+    describes, shown as a swatch: readouts then double as the chart's legend."""
 
     key: str
     label: str
     text: str
     value: float | None = None
+    color: str | None = None
+
+    def html(self):
+        """The readout's markup: baked by the builder and written by the runtime alike."""
+        value = "" if self.value is None else f' data-value="{self.value!r}"'
+        swatch = "" if self.color is None else f'<span class="swatch" style="background:{escape(self.color)}" aria-hidden="true"></span>'
+        return (
+            f'<div class="readout" data-key="{escape(self.key)}"{value}>'
+            f"<dt>{swatch}{escape(self.label)}</dt><dd>{escape(self.text)}</dd></div>"
+        )
 
 
 @dataclass(frozen=True)

@@ -30,37 +30,43 @@ def render(state):
     optimizer = memory.OPTIMIZERS[state["optimizer"]]
     chosen = state["stage"]
     ladder = {s: memory.model_states_for(state["params"], state["N"], s, state["optimizer"]) for s in memory.STAGES}
-    labels = [f"{memory.STAGE_LABELS[s]}<br>{memory.comm_volume_psi(s):g}Ψ comm" for s in memory.STAGES]
-    opacity = [1.0 if s == chosen else 0.35 for s in memory.STAGES]
-    data = [
-        {
-            "type": "bar",
-            "name": name,
-            "x": labels,
-            "y": [getattr(ladder[s], field) / 1e9 for s in memory.STAGES],
-            "marker": {"color": color, "opacity": opacity},
-            "hovertemplate": "%{x}<br>" + name + ": %{y:.3g} GB<extra></extra>",
-        }
-        for field, name, color in PARTS
-    ]
-    # Totals as a text-only trace: plotly lays these out ~4x faster than annotations.
-    data.append({
+    labels = {s: f"{memory.STAGE_LABELS[s]}<br>{memory.comm_volume_psi(s):g}Ψ comm" for s in memory.STAGES}
+    opacity = {s: 1.0 if s == chosen else 0.35 for s in memory.STAGES}
+    # One bar trace for all twelve segments (each stacked on its explicit base) instead
+    # of one per part: plotly's per-trace work halves, and the readouts carry the legend.
+    segments = [(s, name, color, getattr(ladder[s], field) / 1e9) for field, name, color in PARTS for s in memory.STAGES]
+    below = dict.fromkeys(memory.STAGES, 0.0)
+    bases = []
+    for s, _, _, height in segments:
+        bases.append(below[s])
+        below[s] += height
+    data = [{
+        "type": "bar",
+        "x": [labels[s] for s, _, _, _ in segments],
+        "y": [height for _, _, _, height in segments],
+        "base": bases,
+        "customdata": [name for _, name, _, _ in segments],
+        "marker": {"color": [color for _, _, color, _ in segments], "opacity": [opacity[s] for s, _, _, _ in segments]},
+        "hovertemplate": "%{x}<br>%{customdata}: %{y:.3g} GB<extra></extra>",
+        "showlegend": False,
+    }, {
+        # Totals as a text-only trace: plotly lays these out ~4x faster than annotations.
         "type": "scatter",
         "mode": "text",
-        "x": labels,
+        "x": list(labels.values()),
         "y": [ladder[s].total_bytes / 1e9 for s in memory.STAGES],
         "text": [fmt.gigabytes(ladder[s].total_bytes) for s in memory.STAGES],
         "textposition": "top center",
         "showlegend": False,
         "hoverinfo": "skip",
         "cliponaxis": False,
-    })
+    }]
     layout = {
-        "barmode": "stack",
+        "barmode": "overlay",
+        "showlegend": False,
         "height": 380,
         "margin": {"l": 60, "r": 10, "t": 30, "b": 60},
         "yaxis": {"title": {"text": "GB per device (1 GB = 10⁹ bytes)"}, "rangemode": "tozero"},
-        "legend": {"orientation": "h", "y": 1.12, "x": 0},
     }
     states = ladder[chosen]
     stage_name = memory.STAGE_LABELS[chosen]
@@ -69,9 +75,8 @@ def render(state):
                                    grad_bytes=optimizer.grad_bytes, optimizer_bytes=optimizer.optimizer_bytes)
     readouts = (
         Readout("per_device_bytes", f"{stage_name}, per device", fmt.gigabytes(states.total_bytes), states.total_bytes),
-        Readout("params_bytes", "parameters", fmt.gigabytes(states.params_bytes), states.params_bytes),
-        Readout("grads_bytes", "gradients", fmt.gigabytes(states.grads_bytes), states.grads_bytes),
-        Readout("optimizer_bytes", "optimizer", fmt.gigabytes(states.optimizer_bytes), states.optimizer_bytes),
+        *(Readout(field, name.lower(), fmt.gigabytes(getattr(states, field)), getattr(states, field), color)
+          for field, name, color in PARTS),
         Readout(
             "comm_psi",
             "communication per step",

@@ -166,7 +166,7 @@ class LiveFigure:
                 self.view.insertAdjacentHTML("afterbegin", view.svg)
         if view.plot is not None:
             window.playbookPlot(self.view.querySelector('[data-role="plot"]'), json.dumps(view.plot))
-        self.readouts.innerHTML = "".join(_readout_html(r) for r in view.readouts)
+        self.readouts.innerHTML = "".join(r.html() for r in view.readouts)
         self.note.textContent = view.note
         self.note.hidden = not view.note
 
@@ -178,16 +178,6 @@ class LiveFigure:
             "The other figures are unaffected."
         )
         window.console.warn(f"figure {self.figure.number:02d}: " + "".join(traceback.format_exception(error)))
-
-
-def _readout_html(readout):
-    from html import escape
-
-    value = "" if readout.value is None else f' data-value="{readout.value!r}"'
-    return (
-        f'<div class="readout" data-key="{escape(readout.key)}"{value}>'
-        f"<dt>{escape(readout.label)}</dt><dd>{escape(readout.text)}</dd></div>"
-    )
 
 
 def restore_from_url(event=None):

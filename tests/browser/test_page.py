@@ -221,7 +221,7 @@ def test_page_is_complete_before_python_and_without_it(browser, base_url):
         page.goto(base_url + "/")
         page.wait_for_selector("#fig-08 .js-plotly-plot .bars", timeout=30_000)
         bars = page.evaluate("document.querySelector('#fig-08 .js-plotly-plot').data.filter(t => t.type === 'bar').map(t => t.y.length)")
-        assert bars == [4, 4, 4]
+        assert bars == [12]  # one trace: 3 parts x 4 stages
         assert page.locator("#fig-15 [data-role=view] svg path.op-F").count() > 0
         assert_shows(page, registry()[15], registry()[15].default_state())
         assert page.get_attribute("#fig-15", "data-state") == "static"
