@@ -39,7 +39,7 @@ What it does not model
 """
 import gc
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, repeat
 from operator import itemgetter
@@ -59,14 +59,29 @@ MAX_CHUNKS = 4
 MAX_OPS_PER_KIND = 65536  # stages * microbatches * chunks
 
 
+def _tuple_backed(cls):
+    """Give a tuple subclass declared as a dataclass (fields in tuple order) named,
+    read-only fields. Simulations build such rows by the thousand at C speed
+    (``tuple.__new__(cls, row)``); the dataclass supplies names, repr, equality and
+    immutability, so ``Cls(a, b, ...)`` works as usual."""
+    names = [f.name for f in fields(cls)]
+
+    def __new__(klass, /, *values, **named):
+        if set(named) != set(names[len(values):]):
+            raise TypeError(f"{cls.__name__} takes the fields {', '.join(names)}")
+        return tuple.__new__(klass, values + tuple(named[name] for name in names[len(values):]))
+
+    cls.__new__ = __new__
+    cls.__getnewargs__ = lambda self: tuple(self)  # copy / pickle rebuild through __new__
+    for index, name in enumerate(names):
+        setattr(cls, name, property(itemgetter(index), doc=f"field {index} of the tuple"))
+    return cls
+
+
+@_tuple_backed
 @dataclass(frozen=True, init=False)
 class Op(tuple):
-    """One pass of one microbatch on one device; times in seconds from step start.
-
-    A tuple underneath (fields in this order) so that ``simulate`` can build the
-    ~10^4 ops of a large schedule at C speed; the dataclass supplies the names,
-    repr, equality and immutability. ``Op(stage, kind, ...)`` works as usual.
-    """
+    """One pass of one microbatch on one device; times in seconds from step start."""
 
     __slots__ = ()
     stage: int  # device index, 0 = first
@@ -76,24 +91,15 @@ class Op(tuple):
     start: float
     end: float
 
-    def __new__(cls, stage, kind, microbatch, chunk, start, end):
-        return tuple.__new__(cls, (stage, kind, microbatch, chunk, start, end))
 
-    def __getnewargs__(self):  # copy / pickle rebuild through __new__
-        return tuple(self)
-
-
-for _index, _name in enumerate(("stage", "kind", "microbatch", "chunk", "start", "end")):
-    setattr(Op, _name, property(itemgetter(_index), doc=f"field {_index} of the tuple"))
-del _index, _name
-
-
-@dataclass(frozen=True)
-class Passes:
+@_tuple_backed
+@dataclass(frozen=True, init=False)
+class Passes(tuple):
     """Every pass of one kind and chunk on one device: one per microbatch, all of one
     length. This is the Gantt chart's natural unit (one row of same-coloured bars), and
     the compact form a figure draws from without touching ~10^4 ``Op`` objects."""
 
+    __slots__ = ()
     stage: int
     kind: str  # "F", "B" or "W", as in Op
     chunk: int
@@ -243,9 +249,8 @@ def _zb_h1_order(stages, microbatches, device, block):
 
 
 def _device_orders(schedule, stages, microbatches, chunks, block):
-    if schedule == "interleaved" and chunks > 1:
+    if schedule == "interleaved":
         return _interleaved_orders(stages, microbatches, chunks, block)
-    # With one chunk Megatron-LM runs the plain 1F1B function, so interleaved = 1F1B.
     build = {"gpipe": _gpipe_order, "zb-h1": _zb_h1_order}.get(schedule, _one_f_one_b_order)
     return [build(stages, microbatches, d, block) for d in range(stages)]
 
@@ -330,6 +335,10 @@ def simulate(
 
 @lru_cache(maxsize=16)  # a large timeline holds ~10^4 ops: keep few (memory, GC)
 def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, factors):
+    if schedule == "interleaved" and chunks == 1:
+        # With one chunk Megatron-LM runs the plain 1F1B function: same timeline.
+        plain = _simulate("1f1b", stages, microbatches, chunks, forward_s, backward_s, factors)
+        return replace(plain, schedule=schedule)
     m = microbatches
     virtual_stages = stages * chunks
     block = virtual_stages * m
@@ -409,7 +418,7 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     # Op ids of one kind and virtual stage k = chunk * P + device are the m consecutive
     # ids from kind * block + k * m: one slice per (device, kind, chunk).
     passes = tuple(
-        Passes(d, kind, c, duration[first], tuple(start[first:first + m]))
+        tuple.__new__(Passes, (d, kind, c, duration[first], tuple(start[first:first + m])))
         for d in range(stages)
         for kind_index, kind in enumerate(kinds)
         for c in range(chunks)
