@@ -56,6 +56,13 @@ class Slider:
         value = self.min + steps * self.step
         return int(round(value)) if _is_whole(self.step) and _is_whole(self.min) else value
 
+    @property
+    def values(self):
+        """Every value the slider can take, lowest first."""
+        if self.stops:
+            return self.stops
+        return tuple(self.coerce(self.min + i * self.step) for i in range(int(round((self.max - self.min) / self.step)) + 1))
+
     def display(self, value):
         text = self.format(value) if self.format else _format_value(value)
         return f"{text} {self.unit}".strip()
@@ -100,6 +107,7 @@ class Toggle:
     key: str
     label: str
     default: bool = False
+    values = (False, True)
 
     def coerce(self, raw):
         if isinstance(raw, bool):
@@ -208,6 +216,22 @@ class Figure:
     def press(self, key, state):
         button = self.control(key)
         return self.validate_state(button.press(dict(state)) if button.press else self.default_state())
+
+
+def nearby_states(figure, state, limit):
+    """The states one control change away from ``state``, nearest first: one step along
+    every control, then two steps, and so on to the ends of each range; at most
+    ``limit``. What a reader reaches next by dragging a slider, clicking its track or
+    picking another option, so the runtime renders them ahead while the reader is idle."""
+    ranked = []
+    for order, control in enumerate(figure.stateful_controls):
+        values = control.values
+        if state[control.key] not in values:
+            continue
+        here = values.index(state[control.key])
+        ranked += [(abs(i - here), order, i < here, control.key, value) for i, value in enumerate(values) if i != here]
+    ranked.sort(key=lambda entry: entry[:3])
+    return [{**state, key: value} for _, _, _, key, value in ranked[:limit]]
 
 
 def log_stops(low, high, mantissas=(1, 1.5, 2, 3, 5, 7.5)):

@@ -57,25 +57,26 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
         f"{label} — bubble {fmt.percent(timeline.bubble_ratio)}, "
         f"peak {timeline.peak_stashes:g} microbatch stashes (stage {timeline.worst_stage})"
     )
-    parts = [svg.text(0, top + 14, header, class_="svg-label")]
     lanes_top = top + HEADER
-    for stage in range(stages):
-        y = lanes_top + stage * row_height
-        parts.append(svg.rect(LEFT, y, timeline.makespan * px_per_tick, row_height, class_="svg-lane"))
-        if row_height >= 9 or stage in (0, stages - 1):
-            parts.append(svg.text(LEFT - 6, y + row_height / 2 + 4, f"stage {stage}", class_="svg-label-soft", text_anchor="end"))
+    width = timeline.makespan * px_per_tick
+    parts = [
+        svg.text(0, top + 14, header, class_="svg-label"),
+        svg.boxes(((LEFT, lanes_top + stage * row_height, width, row_height) for stage in range(stages)), class_="svg-lane"),
+        svg.texts(((LEFT - 6, lanes_top + (stage + 0.5) * row_height + 4, f"stage {stage}") for stage in range(stages)
+                   if row_height >= 9 or stage in (0, stages - 1)), class_="svg-label-soft", text_anchor="end"),
+    ]
     passes = timeline.passes
     for kind, chunk in sorted({(p.kind, p.chunk) for p in passes}):
         rows = [(p.stage, p.duration_s, p.starts) for p in passes if p.kind == kind and p.chunk == chunk]
         parts.append(svg.lanes(rows, x=LEFT, y=lanes_top, x_scale=px_per_tick, lane_height=row_height,
                                class_=f"op op-{kind} op-chunk-{chunk}"))
     if row_height >= 11 and len(passes) * microbatches <= MAX_LABELLED_OPS:
-        parts.append(svg.numerals(
-            ((LEFT + (start + p.duration_s / 2) * px_per_tick, lanes_top + (p.stage + 0.5) * row_height, microbatch + 1)
-             for p in passes if p.duration_s * px_per_tick >= 13
-             for microbatch, start in enumerate(p.starts)),
-            class_="op-label",
-        ))
+        numbered = (  # microbatch numbers centred on every bar wide enough to hold them
+            (map((LEFT + p.duration_s / 2 * px_per_tick).__add__, map(px_per_tick.__mul__, p.starts)),
+             lanes_top + (p.stage + 0.5) * row_height, range(1, microbatches + 1))
+            for p in passes if p.duration_s * px_per_tick >= 13
+        )
+        parts.append(svg.numerals(numbered, class_="op-label"))
     return "".join(parts)
 
 
@@ -94,12 +95,11 @@ def render(state):
         parts.append(_panel(name, stages, state["m"], _chunks(name, state), top, row_height, px_per_unit / TICKS_PER_FORWARD))
         top += HEADER + stages * row_height + PANEL_GAP
     axis_y = top
-    parts.append(svg.line(LEFT, axis_y, WIDTH - RIGHT, axis_y, class_="svg-axis"))
     tick = max(1, round(longest / 12))
-    for t in range(0, int(longest) + 1, tick):
-        x = LEFT + t * px_per_unit
-        parts.append(svg.line(x, axis_y, x, axis_y + 4, class_="svg-axis"))
-        parts.append(svg.text(x, axis_y + 16, t, class_="svg-label-soft", text_anchor="middle"))
+    ticks = [(LEFT + t * px_per_unit, t) for t in range(0, int(longest) + 1, tick)]
+    parts.append(svg.segments([(LEFT, axis_y, WIDTH - RIGHT, axis_y)] + [(x, axis_y, x, axis_y + 4) for x, _ in ticks],
+                              class_="svg-axis"))
+    parts.append(svg.texts(((x, axis_y + 16, t) for x, t in ticks), class_="svg-label-soft", text_anchor="middle"))
     parts.append(svg.text(WIDTH - RIGHT, axis_y + 32, "time, in forward passes of one microbatch on one stage",
                           class_="svg-label-soft", text_anchor="end"))
     drawing = svg.document(

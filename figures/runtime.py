@@ -9,18 +9,21 @@ opening such a link restores that state and scrolls to it.
 """
 import gc
 import json
+import time
 import traceback
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 from pyscript import document, window
-from pyscript.ffi import create_proxy, to_js
+from pyscript.ffi import create_proxy
 
 from figures import registry
-from figures.contract import Slider, Select, Toggle, Button, decode_fragment, encode_state
+from figures.contract import Slider, Select, Toggle, Button, decode_fragment, encode_state, nearby_states
 
 _live = {}  # figure number -> LiveFigure
 _proxies = []  # event listeners must outlive this module's frames
-VIEW_CACHE_SIZE = 48  # rendered views kept per figure (render is pure, so a view is reusable)
+VIEW_CACHE_SIZE = 128  # rendered views kept per figure (render is pure, so a view is reusable)
+PRERENDER_LIMIT = 96  # states rendered ahead while the reader is idle, nearest first
+IDLE_PERIOD_MS = 50  # the longest idle period a browser grants (requestIdleCallback spec)
 
 
 class LiveFigure:
@@ -36,9 +39,11 @@ class LiveFigure:
         self.state = figure.validate_state(self.read_controls())
         self.views = OrderedDict()  # state key -> View, most recent last
         self.upcoming = []  # states one slider step away, rendered while the reader is idle
-        self.idle_proxy = create_proxy(lambda deadline: self.render_upcoming())
+        self.idle_proxy = create_proxy(self.render_upcoming)
         _proxies.append(self.idle_proxy)
-        self.idle_options = to_js({"timeout": 1000})
+        self.recent_render_ms = deque([0.0], maxlen=8)
+        self.idle_requested = False
+        self.planned = 0
         for control in figure.controls:
             node = self.inputs[control.key]
             if isinstance(control, Button):
@@ -86,7 +91,10 @@ class LiveFigure:
 
     # -- events -------------------------------------------------------------
     def on_input(self):
-        self.state = self.figure.validate_state(self.read_controls())
+        state = self.figure.validate_state(self.read_controls())
+        if state == self.state and self.element.dataset.state == "live":
+            return  # e.g. a slider dragged within one step: the drawing already shows it
+        self.state = state
         self.show_values()
         self.show()
 
@@ -120,7 +128,9 @@ class LiveFigure:
         key = tuple(sorted(state.items()))
         view = self.views.get(key)
         if view is None:
+            started = time.perf_counter()
             view = self.figure.render(dict(state))
+            self.recent_render_ms.append((time.perf_counter() - started) * 1000)
             self.views[key] = view
             if len(self.views) > VIEW_CACHE_SIZE:
                 self.views.popitem(last=False)
@@ -128,34 +138,36 @@ class LiveFigure:
             self.views.move_to_end(key)
         return view
 
-    # Dragging a slider moves it one step at a time, so the states one step away from
-    # here are the likely next ones: render them while the reader is idle, one per idle
-    # callback, and the next step of a drag only has to paint.
+    # While the reader looks at a figure, render the states a single control change can
+    # reach, nearest first: one step along each control (where a drag goes next), then two
+    # steps, and so on to the ends. A drag, a click on a slider's track or a new option
+    # then only has to paint. A state is rendered only while the browser says the idle
+    # period outlasts this figure's slowest recent render, so the work does not delay
+    # the reader's next input.
     def plan_upcoming(self):
-        self.upcoming = []
-        for control in self.figure.stateful_controls:
-            if not isinstance(control, Slider):
-                continue
-            here = control.position(self.state[control.key])
-            for step in (1, -1):
-                moved = control.from_position(here + (step if control.stops else step * control.step))
-                if moved != self.state[control.key]:
-                    self.upcoming.append({**self.state, control.key: moved})
-        if self.upcoming:
-            window.requestIdleCallback(self.idle_proxy, self.idle_options)
+        self.upcoming = nearby_states(self.figure, self.state, PRERENDER_LIMIT)
+        self.upcoming.reverse()  # popped from the end
+        self.planned = len(self.upcoming)
+        self.ask_for_idle_time()
 
-    def render_upcoming(self):
-        while self.upcoming:
-            state = self.upcoming.pop(0)
+    def ask_for_idle_time(self):
+        if self.upcoming and not self.idle_requested:
+            self.idle_requested = True
+            window.requestIdleCallback(self.idle_proxy)
+
+    def render_upcoming(self, deadline):
+        self.idle_requested = False
+        needed_ms = min(max(self.recent_render_ms), IDLE_PERIOD_MS - 5)
+        while self.upcoming and deadline.timeRemaining() > needed_ms:
+            state = self.upcoming.pop()
             if tuple(sorted(state.items())) in self.views:
                 continue
             try:
                 self.view_for(state)
             except Exception:
                 pass  # the reader sees this error only if they actually go there
-            break
-        if self.upcoming:
-            window.requestIdleCallback(self.idle_proxy, self.idle_options)
+        self.element.dataset.ahead = str(self.planned - len(self.upcoming))  # states ready ahead
+        self.ask_for_idle_time()
 
     def paint(self, view):
         if view.svg is not None:
@@ -192,6 +204,23 @@ def restore_from_url(event=None):
     live.element.scrollIntoView()
 
 
+def _prerender_when_visible():
+    """A figure that scrolls into view starts rendering its nearby states while idle, so
+    the reader's first move is already cheap."""
+
+    def on_visible(entries, observer):
+        for entry in entries:
+            live = _live.get(int(entry.target.dataset.figure))
+            if entry.isIntersecting and live is not None and not live.upcoming:
+                live.plan_upcoming()
+
+    proxy = create_proxy(on_visible)
+    _proxies.append(proxy)
+    observer = window.IntersectionObserver.new(proxy)
+    for live in _live.values():
+        observer.observe(live.element)
+
+
 def start():
     """Bind every figure on the page, then mark the page ready."""
     figures = registry()
@@ -211,6 +240,7 @@ def start():
     proxy = create_proxy(restore_from_url)
     _proxies.append(proxy)
     window.addEventListener("hashchange", proxy)
+    _prerender_when_visible()
     restore_from_url()
     # Everything alive now (modules, figures, proxies) lives for the whole visit: move it
     # out of the collector's view so collections during a redraw stay short.

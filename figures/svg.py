@@ -2,9 +2,15 @@
 from CSS classes (``site/static/playbook.css``) so diagrams follow the light/dark theme."""
 from html import escape
 from functools import lru_cache
+from itertools import repeat
 from re import compile as _regex
 
-_NEEDS_ESCAPE = _regex("[&<>\"']").search  # one scan; path data is long and never needs it
+_NEEDS_ESCAPE = _regex("[&<>\"']").search
+
+
+class _Numbers(str):
+    """Attribute text this module built from numbers alone (path data, transforms):
+    it never needs escaping, and path data is long enough for the check to cost."""
 
 
 def _attrs(attributes):
@@ -13,8 +19,11 @@ def _attrs(attributes):
         if value is None or value is False:
             continue
         name = name.rstrip("_").replace("_", "-")
-        value = _num(value) if isinstance(value, float) else str(value)
-        parts.append(f' {name}="{escape(value) if _NEEDS_ESCAPE(value) else value}"')
+        if type(value) is not _Numbers:
+            value = _num(value) if isinstance(value, float) else str(value)
+            if _NEEDS_ESCAPE(value):
+                value = escape(value)
+        parts.append(f' {name}="{value}"')
     return "".join(parts)
 
 
@@ -71,8 +80,9 @@ _NUMERAL_ADVANCE = 6  # grid units from one digit to the next
 
 
 @lru_cache(maxsize=None)
-def _numeral_path(text, height):
-    """Relative path commands drawing ``text`` centred on the current point."""
+def _numeral_path(number, height):
+    """Relative path commands drawing ``number`` centred on the current point."""
+    text = str(int(number))
     unit = height / 6
     left = -(len(text) * _NUMERAL_ADVANCE - 2) / 2
     pen_x = pen_y = 0.0
@@ -87,15 +97,38 @@ def _numeral_path(text, height):
     return "".join(commands)
 
 
-def numerals(items, *, height=6.5, **attributes):
-    """Whole numbers centred at ``(x, y, number)`` points, stroked as ONE ``<path>``.
+def numerals(rows, *, height=6.5, **attributes):
+    """Whole numbers stroked as ONE ``<path>``; ``rows`` are ``(xs, y, numbers)``: the
+    numbers centred at those x positions on the line at height y.
 
     Chromium lays out each SVG ``<text>`` separately (~20 us each), so the hundreds of
     small labels a Gantt chart wants would cost a frame; as strokes they are one node.
     They are decoration: say what they mean in the drawing's ``aria-label`` or caption.
     """
-    data = "".join(f"M{x:.1f} {y:.1f}{_numeral_path(str(int(number)), height)}" for x, y, number in items)
-    return element("path", d=data or "M0 0", fill="none", stroke_linecap="round", stroke_linejoin="round", **attributes)
+    data = []
+    for xs, y, numbers in rows:
+        data += map(f"M{{:.1f}} {y:.1f}{{}}".format, xs, map(_numeral_path, numbers, repeat(height)))
+    return element("path", d=_Numbers("".join(data) or "M0 0"), fill="none", stroke_linecap="round",
+                   stroke_linejoin="round", **attributes)
+
+
+def texts(items, **attributes):
+    """Many ``<text>`` elements sharing ``attributes``, from ``(x, y, content)`` triples:
+    one string format each instead of one ``element`` call each."""
+    template = f'<text x="{{:.1f}}" y="{{:.1f}}"{_attrs(attributes)}>{{}}</text>'.format
+    return "".join(template(x, y, escape(str(content))) for x, y, content in items)
+
+
+def boxes(items, **attributes):
+    """Rectangles ``(x, y, width, height)`` as ONE ``<path>`` (style it like a rect)."""
+    data = "".join(f"M{x:.2f} {y:.2f}h{w:.2f}v{h:.2f}h{-w:.2f}z" for x, y, w, h in items)
+    return element("path", d=_Numbers(data or "M0 0"), **attributes)
+
+
+def segments(items, **attributes):
+    """Straight lines ``(x1, y1, x2, y2)`` as ONE ``<path>`` (style it like a line)."""
+    data = "".join(f"M{x1:.2f} {y1:.2f}L{x2:.2f} {y2:.2f}" for x1, y1, x2, y2 in items)
+    return element("path", d=_Numbers(data or "M0 0"), fill="none", **attributes)
 
 
 def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
@@ -117,5 +150,6 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
             data.append("M" + (bar + "M").join(map(str, map(int, starts))) + bar)
     transform = f"translate({_num(float(x))} {_num(float(y))}) scale({x_scale:.6g} {_num(float(lane_height))})"
     return element(
-        "path", d="".join(data) or "M0 0", transform=transform, fill="none", stroke_width=fill_ratio, **attributes
+        "path", d=_Numbers("".join(data) or "M0 0"), transform=_Numbers(transform), fill="none",
+        stroke_width=fill_ratio, **attributes
     )

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import pytest
 
 from figures import registry
-from figures.contract import Select, Slider, Toggle, decode_fragment, encode_state
+from figures.contract import Select, Slider, Toggle, decode_fragment, encode_state, nearby_states
 
 FIGURES = sorted(registry().values(), key=lambda f: f.number)
 
@@ -76,3 +76,26 @@ def test_messy_url_values_fall_back_to_valid_states(figure):
     state = figure.validate_state({**junk, "no-such-control": "1"})
     assert set(state) == {c.key for c in figure.stateful_controls}
     check_view(figure, figure.render(state))
+
+
+@pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"fig{f.number:02d}")
+def test_nearby_states_are_single_control_changes_nearest_first(figure):
+    state = figure.default_state()
+    nearby = nearby_states(figure, state, 10_000)
+    expected_count = sum(len(c.values) - 1 for c in figure.stateful_controls)
+    assert len(nearby) == expected_count == len({tuple(sorted(s.items())) for s in nearby})
+    distance = []
+    for s in nearby:
+        [changed] = [c for c in figure.stateful_controls if s[c.key] != state[c.key]]
+        assert figure.validate_state(s) == s
+        distance.append(abs(changed.values.index(s[changed.key]) - changed.values.index(state[changed.key])))
+    assert distance == sorted(distance)  # one step along every control before two steps along any
+    assert nearby_states(figure, state, 5) == nearby[:5]
+
+
+def test_slider_values_are_what_coerce_produces():
+    for figure in FIGURES:
+        for control in figure.stateful_controls:
+            if isinstance(control, Slider):
+                assert control.values[0] == control.min and control.values[-1] == control.max
+                assert all(control.coerce(v) == v for v in control.values)

@@ -30,7 +30,7 @@ def test_lanes_maps_units_to_pixels_in_its_transform():
 def numbers_drawn(path_markup, height=6.5):
     """Decode a ``svg.numerals`` path back into (x, y, number) triples."""
     d = ET.fromstring(path_markup).get("d")
-    glyphs = {svg._numeral_path(str(n), height): n for n in range(1000)}
+    glyphs = {svg._numeral_path(n, height): n for n in range(1000)}
     decoded = []
     for x, y, rest in re.findall(r"M(-?[\d.]+) (-?[\d.]+)([^M]*)", d):
         decoded.append((float(x), float(y), glyphs[rest]))
@@ -38,14 +38,14 @@ def numbers_drawn(path_markup, height=6.5):
 
 
 def test_numerals_are_distinct_and_decode_back():
-    assert len({svg._numeral_path(str(n), 6.5) for n in range(1000)}) == 1000
-    items = [(10.0, 20.5, 1), (33.3, 4.0, 64), (0.0, 0.0, 907)]
-    assert numbers_drawn(svg.numerals(items, class_="op-label")) == items
+    assert len({svg._numeral_path(n, 6.5) for n in range(1000)}) == 1000
+    rows = [((10.0, 33.3), 20.5, (1, 64)), (iter([0.0]), 4.0, range(907, 908))]
+    assert numbers_drawn(svg.numerals(rows, class_="op-label")) == [(10.0, 20.5, 1), (33.3, 20.5, 64), (0.0, 4.0, 907)]
 
 
 @pytest.mark.parametrize("number", [0, 8, 64, 208, 999])  # digits whose ink spans the whole cell
 def test_numerals_are_centred_on_their_point(number):
-    d = svg._numeral_path(str(number), 6.0)
+    d = svg._numeral_path(number, 6.0)
     x = y = 0.0
     xs, ys = [], []
     for _, dx, dy in re.findall(r"([ml])(-?[\d.]+) (-?[\d.]+)", d):
@@ -54,3 +54,17 @@ def test_numerals_are_centred_on_their_point(number):
         ys.append(y)
     assert min(xs) == pytest.approx(-max(xs), abs=0.02)
     assert (min(ys), max(ys)) == pytest.approx((-3.0, 3.0), abs=0.02)
+
+
+def test_boxes_and_segments_are_one_path_each():
+    box = ET.fromstring(svg.boxes([(1, 2, 3, 4), (0.5, 0, 10, 1)], class_="svg-lane"))
+    assert box.get("d") == "M1.00 2.00h3.00v4.00h-3.00zM0.50 0.00h10.00v1.00h-10.00z"
+    line = ET.fromstring(svg.segments([(0, 0, 5, 0)], class_="svg-axis"))
+    assert (line.get("d"), line.get("fill")) == ("M0.00 0.00L5.00 0.00", "none")
+
+
+def test_texts_escape_their_content_and_share_attributes():
+    markup = svg.texts([(1, 2.25, "a<b"), (3, 4, 7)], class_="svg-label", text_anchor="end")
+    root = ET.fromstring(f"<g>{markup}</g>")
+    assert [(t.get("x"), t.get("y"), t.text, t.get("text-anchor")) for t in root] == [
+        ("1.0", "2.2", "a<b", "end"), ("3.0", "4.0", "7", "end")]

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from figures import registry
-from figures.contract import Select, Slider, Toggle, encode_state
+from figures.contract import Select, Slider, Toggle, encode_state, nearby_states
 from models import memory, pipeline
 
 from tests.browser.harness import PageSession
@@ -48,6 +48,15 @@ def set_control(page, figure, key, value):
         page.select_option(selector, str(value))
     elif isinstance(control, Toggle):
         page.set_checked(selector, bool(value))
+
+
+def read_state(page, figure):
+    """The figure's state as its controls hold it."""
+    raw = {}
+    for control in figure.stateful_controls:
+        value = page.input_value(f"#{figure.anchor} [data-control='{control.key}']")
+        raw[control.key] = control.from_position(value) if isinstance(control, Slider) else value
+    return figure.validate_state(raw)
 
 
 def expected_readouts(figure, state):
@@ -166,6 +175,18 @@ def test_in_page_link_with_state_restores_it(session):
     page.evaluate("location.hash = '#fig-08:params=70000000000,N=16,stage=2'")
     page.wait_for_function("document.querySelector('#fig-08 [data-control=stage]').value === '2'")
     assert_shows(page, figure, {"params": 70_000_000_000, "N": 16, "stage": 2, "optimizer": "adam_mixed"})
+
+
+def test_a_figure_in_view_renders_its_nearby_states_while_the_reader_is_idle(session):
+    page, figure = session.page, registry()[15]
+    set_control(page, figure, "P", 6)
+    page.evaluate("document.getElementById('fig-15').scrollIntoView()")
+    planned = len(nearby_states(figure, figure.validate_state({**read_state(page, figure), "P": 6}), 10_000))
+    page.wait_for_function(f"Number(document.getElementById('fig-15').dataset.ahead) >= {min(planned, 96)}", timeout=30_000)
+    # what was rendered ahead is what the reader then sees: two steps along m, then a jump along P
+    for key, value in (("m", figure.validate_state(read_state(page, figure))["m"] + 2), ("P", 16)):
+        set_control(page, figure, key, value)
+        assert_shows(page, figure, read_state(page, figure))
 
 
 def test_no_errors_after_all_that_interaction(session):
