@@ -64,9 +64,11 @@ def render(state):
     layout = {
         "barmode": "overlay",
         "showlegend": False,
+        "dragmode": False,  # a ladder of four bars has nothing to zoom into; no drag layers to redraw
         "height": 380,
         "margin": {"l": 60, "r": 10, "t": 30, "b": 60},
-        "yaxis": {"title": {"text": "GB per device (1 GB = 10⁹ bytes)"}, "rangemode": "tozero"},
+        "xaxis": {"fixedrange": True},
+        "yaxis": {"title": {"text": "GB per device (1 GB = 10⁹ bytes)"}, "rangemode": "tozero", "fixedrange": True},
     }
     states = ladder[chosen]
     stage_name = memory.STAGE_LABELS[chosen]

@@ -95,8 +95,8 @@ class LiveFigure:
         if state == self.state and self.element.dataset.state == "live":
             return  # e.g. a slider dragged within one step: the drawing already shows it
         self.state = state
-        self.show_values()
         self.show()
+        self.show_values()  # after the drawing: plotly measures text, which lays out anything already changed
 
     def on_press(self, key):
         try:
