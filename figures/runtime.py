@@ -38,7 +38,7 @@ class LiveFigure:
         self.error = element.querySelector('[data-role="error"]')
         self.state = figure.validate_state(self.read_controls())
         self.views = OrderedDict()  # state key -> View, most recent last
-        self.upcoming = []  # states one slider step away, rendered while the reader is idle
+        self.upcoming = []  # states one control change away, rendered while the reader is idle
         self.idle_proxy = create_proxy(self.render_upcoming)
         _proxies.append(self.idle_proxy)
         self.recent_render_ms = deque([0.0], maxlen=8)
