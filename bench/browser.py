@@ -66,11 +66,9 @@ def percentile(values, fraction):
 
 
 def control_values(control):
+    """What the control's native element can hold, in order (positions for sliders)."""
     if isinstance(control, Slider):
-        if control.stops:
-            return [str(i) for i in range(len(control.stops))]
-        steps = int(round((control.max - control.min) / control.step))
-        return [str(control.coerce(control.min + i * control.step)) for i in range(steps + 1)]
+        return [str(control.position(v)) for v in control.values]
     if isinstance(control, Select):
         return [str(v) for v in control.values]
     return None
