@@ -9,7 +9,8 @@ NUMBER = 15
 TITLE = "Four pipeline schedules on one clock"
 CAPTION = (
     "GPipe, 1F1B, interleaved 1F1B and zero-bubble (ZB-H1) for the same P stages and m microbatches, on a shared "
-    "time axis. Blue is forward, red backward, teal the deferred weight-gradient half; gaps are the bubble. "
+    "time axis. Blue is forward, red backward, teal the deferred weight-gradient half, each numbered by its "
+    "microbatch where there is room; gaps are the bubble. "
     "Try P = 8, m = 8, then drag m towards 64 and watch the bubble fall."
 )
 

@@ -136,12 +136,11 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
 
     ``rows`` are ``(lane, length, starts)``: bars of one ``length`` on lane ``lane``, one
     per start. Starts and lengths are whole numbers in the caller's units (say ticks of
-    a clock), so the path holds short integers; the group's transform maps them to
-    pixels. Each bar is a
-    stroked segment ``M start lane.5 h length`` whose stroke fills ``fill_ratio`` of its
-    lane: thousands of bars stay one DOM node, and the string is built by C-level
-    ``map``/``join`` calls (no Python statement per bar), which is what keeps a live
-    re-render within a frame.
+    a clock), so the path holds short integers; the path's transform maps them to
+    pixels. Each bar is a stroked segment ``M start lane.5 h length`` whose stroke fills
+    ``fill_ratio`` of its lane: thousands of bars stay one DOM node, and the string is
+    built by C-level ``map``/``join`` calls (no Python statement per bar), which is what
+    keeps a live re-render within a frame.
     """
     data = []
     for lane, length, starts in rows:

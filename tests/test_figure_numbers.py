@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from figures import fig15_pipeline_schedules as fig15, registry
+from figures import fig15_pipeline_schedules as fig15, fmt, registry
 from models import memory, pipeline
 from tests.test_svg import numbers_drawn
 
@@ -44,6 +44,7 @@ def test_figure_08_bars_stack_to_the_model_totals():
         # each segment starts where the one below it ends
         assert [base for _, base, _ in stack] == pytest.approx([0.0, expected[0], expected[0] + expected[1]], rel=1e-12)
         assert totals["y"][column] == pytest.approx(states.total_bytes / 1e9, rel=1e-12)
+        assert totals["text"][column] == fmt.gigabytes(states.total_bytes)
     # the chosen stage is drawn solid, the others faded
     assert [o for x, o in zip(bars["x"], bars["marker"]["opacity"]) if o == 1.0] == [1.0] * 3
     # no plotly legend: the three part readouts carry the colours instead
@@ -110,3 +111,17 @@ def test_figure_15_clock_puts_every_op_on_a_whole_tick(P, m, v):
             assert all(start == int(start) for start in passes.starts)
         reference = pipeline.simulate(name, P, m, v if name == "interleaved" else 1)
         assert timeline.bubble_ratio == pytest.approx(reference.bubble_ratio, rel=1e-12)
+
+
+@pytest.mark.parametrize("P,m,v", [(8, 8, 2), (4, 64, 4), (16, 3, 1)])
+def test_figure_15_time_axis_reads_in_forward_passes(P, m, v):
+    """The longest schedule spans the axis, and every tick label sits where its number
+    of forward passes falls on that scale."""
+    root = ET.fromstring(registry()[15].render({"P": P, "m": m, "v": v}).svg)
+    longest = max(pipeline.simulate(n, P, m, v if n == "interleaved" else 1).makespan for n in pipeline.SCHEDULES)
+    ticks = [(float(t.get("x")), int(t.text)) for t in root.iter(f"{SVG}text") if t.get("text-anchor") == "middle"]
+    assert ticks[0] == (fig15.LEFT, 0) and len(ticks) >= 5
+    px_per_forward = (fig15.WIDTH - fig15.LEFT - fig15.RIGHT) / longest  # simulate's default: a forward takes 1
+    for x, forwards in ticks:
+        assert x == pytest.approx(fig15.LEFT + forwards * px_per_forward, abs=0.06)
+    assert ticks[-1][1] <= longest
