@@ -18,7 +18,7 @@ SHARD_DEGREES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 38
 
 CONTROLS = (
     Slider("params", "Parameters Ψ", stops=MODEL_SIZES, default=7_500_000_000, format=fmt.si_count),
-    Slider("N", "Shard degree N", stops=SHARD_DEGREES, default=64, unit="GPUs"),
+    Slider("N", "Shard degree N", stops=SHARD_DEGREES, default=64, format=fmt.gpus),
     Select("stage", "Stage", options=tuple((s, memory.STAGE_LABELS[s]) for s in memory.STAGES), default=3),
     Select("optimizer", "Optimizer", options=tuple((k, o.label) for k, o in memory.OPTIMIZERS.items()), default="adam_mixed"),
 )
@@ -32,9 +32,11 @@ def render(state):
     ladder = {s: memory.model_states_for(state["params"], state["N"], s, state["optimizer"]) for s in memory.STAGES}
     labels = {s: f"{memory.STAGE_LABELS[s]}<br>{memory.comm_volume_psi(s):g}Ψ comm" for s in memory.STAGES}
     opacity = {s: 1.0 if s == chosen else 0.35 for s in memory.STAGES}
-    # One bar trace for all twelve segments (each stacked on its explicit base) instead
-    # of one per part: plotly's per-trace work halves, and the readouts carry the legend.
+    # One bar trace for all twelve segments (each stacked on its explicit base), with each
+    # stack's total as the text of its top segment: plotly redraws one trace per move
+    # instead of four, and the readouts carry the legend.
     segments = [(s, name, color, getattr(ladder[s], field) / 1e9) for field, name, color in PARTS for s in memory.STAGES]
+    top = len(segments) - len(memory.STAGES)
     below = dict.fromkeys(memory.STAGES, 0.0)
     bases = []
     for s, _, _, height in segments:
@@ -45,21 +47,13 @@ def render(state):
         "x": [labels[s] for s, _, _, _ in segments],
         "y": [height for _, _, _, height in segments],
         "base": bases,
+        "text": [""] * top + [fmt.gigabytes(ladder[s].total_bytes) for s, _, _, _ in segments[top:]],
+        "textposition": "outside",
+        "cliponaxis": False,
         "customdata": [name for _, name, _, _ in segments],
         "marker": {"color": [color for _, _, color, _ in segments], "opacity": [opacity[s] for s, _, _, _ in segments]},
         "hovertemplate": "%{x}<br>%{customdata}: %{y:.3g} GB<extra></extra>",
         "showlegend": False,
-    }, {
-        # Totals as a text-only trace: plotly lays these out ~4x faster than annotations.
-        "type": "scatter",
-        "mode": "text",
-        "x": list(labels.values()),
-        "y": [ladder[s].total_bytes / 1e9 for s in memory.STAGES],
-        "text": [fmt.gigabytes(ladder[s].total_bytes) for s in memory.STAGES],
-        "textposition": "top center",
-        "showlegend": False,
-        "hoverinfo": "skip",
-        "cliponaxis": False,
     }]
     layout = {
         "barmode": "overlay",
@@ -68,7 +62,10 @@ def render(state):
         "height": 380,
         "margin": {"l": 60, "r": 10, "t": 30, "b": 60},
         "xaxis": {"fixedrange": True},
-        "yaxis": {"title": {"text": "GB per device (1 GB = 10⁹ bytes)"}, "rangemode": "tozero", "fixedrange": True},
+        # ticklabeloverflow "allow": the default ("hide past div") measures every tick label
+        # once per label on each redraw; these labels sit in a fixed margin and cannot overflow.
+        "yaxis": {"title": {"text": "GB per device (1 GB = 10⁹ bytes)"}, "rangemode": "tozero", "fixedrange": True,
+                  "nticks": 6, "ticklabeloverflow": "allow"},
     }
     states = ladder[chosen]
     stage_name = memory.STAGE_LABELS[chosen]

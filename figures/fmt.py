@@ -9,6 +9,11 @@ def si_count(value):
     return f"{value:.4g}"
 
 
+def gpus(count):
+    """'1 GPU', '64 GPUs'."""
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
+
+
 def gigabytes(num_bytes):
     """Bytes as decimal GB with three significant figures: 1.875e9 -> "1.88 GB"."""
     value = num_bytes / 1e9

@@ -31,20 +31,20 @@ def test_figure_08_bars_stack_to_the_model_totals():
     figure = registry()[8]
     state = figure.validate_state({"params": 175e9, "N": 8, "stage": 2, "optimizer": "adam_fp32"})
     view = figure.render(state)
-    [bars] = [trace for trace in view.plot["data"] if trace["type"] == "bar"]
-    [totals] = [trace for trace in view.plot["data"] if trace["type"] == "scatter"]
-    segments = list(zip(bars["x"], bars["customdata"], bars["base"], bars["y"]))
-    for column, stage in enumerate(memory.STAGES):
+    [bars] = view.plot["data"]
+    segments = list(zip(bars["x"], bars["customdata"], bars["base"], bars["y"], bars["text"]))
+    for stage in memory.STAGES:
         states = memory.model_states_for(175e9, 8, stage, "adam_fp32")
-        label = totals["x"][column]
-        stack = [(part, base, height) for x, part, base, height in segments if x == label]
+        label = f"{memory.STAGE_LABELS[stage]}<br>{memory.comm_volume_psi(stage):g}Ψ comm"
+        stack = [(part, base, height) for x, part, base, height, _ in segments if x == label]
         assert [part for part, _, _ in stack] == ["Parameters", "Gradients", "Optimizer state"]
         expected = [states.params_bytes / 1e9, states.grads_bytes / 1e9, states.optimizer_bytes / 1e9]
         assert [height for _, _, height in stack] == pytest.approx(expected, rel=1e-12)
         # each segment starts where the one below it ends
         assert [base for _, base, _ in stack] == pytest.approx([0.0, expected[0], expected[0] + expected[1]], rel=1e-12)
-        assert totals["y"][column] == pytest.approx(states.total_bytes / 1e9, rel=1e-12)
-        assert totals["text"][column] == fmt.gigabytes(states.total_bytes)
+        # the stack's total is written above its top segment, and only there
+        assert [text for x, _, _, _, text in segments if x == label] == ["", "", fmt.gigabytes(states.total_bytes)]
+        assert sum(expected) == pytest.approx(states.total_bytes / 1e9, rel=1e-12)
     # the chosen stage is drawn solid, the others faded
     assert [o for x, o in zip(bars["x"], bars["marker"]["opacity"]) if o == 1.0] == [1.0] * 3
     # no plotly legend: the three part readouts carry the colours instead
@@ -52,6 +52,11 @@ def test_figure_08_bars_stack_to_the_model_totals():
     assert {r.key: r.color for r in view.readouts if r.color} == {
         "params_bytes": bars["marker"]["color"][0], "grads_bytes": bars["marker"]["color"][4],
         "optimizer_bytes": bars["marker"]["color"][8]}
+
+
+def test_figure_08_counts_gpus_in_words():
+    [shards] = [c for c in registry()[8].controls if c.key == "N"]
+    assert [shards.display(n) for n in (1, 2, 1024)] == ["1 GPU", "2 GPUs", "1024 GPUs"]
 
 
 @pytest.mark.parametrize("P,m,v", [(8, 8, 1), (8, 64, 2), (4, 8, 2), (16, 32, 4), (2, 1, 1)])
