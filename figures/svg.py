@@ -81,7 +81,8 @@ _NUMERAL_ADVANCE = 6  # grid units from one digit to the next
 
 @lru_cache(maxsize=None)
 def _numeral_path(number, height):
-    """Relative path commands drawing ``number`` centred on the current point."""
+    """Relative path commands drawing ``number`` centred on the current point. At the
+    default height one grid unit is one pixel, so the commands hold small integers."""
     text = str(int(number))
     unit = height / 6
     left = -(len(text) * _NUMERAL_ADVANCE - 2) / 2
@@ -89,15 +90,27 @@ def _numeral_path(number, height):
     commands = []
     for index, digit in enumerate(text):
         for stroke in _NUMERAL_STROKES[digit]:
+            moves = []
             for point in range(0, len(stroke), 2):
                 x = (left + index * _NUMERAL_ADVANCE + stroke[point]) * unit
                 y = (stroke[point + 1] - 3) * unit
-                commands.append(f"{'l' if point else 'm'}{_num(x - pen_x)} {_num(y - pen_y)}")
+                moves += (x - pen_x, y - pen_y)
                 pen_x, pen_y = x, y
+            # "m" to the stroke's start, then one "l" whose coordinate pairs repeat it
+            commands.append(f"m{_coordinates(moves[:2])}l{_coordinates(moves[2:])}")
     return "".join(commands)
 
 
-def numerals(rows, *, height=6.5, **attributes):
+def _coordinates(values):
+    """Path numbers with the fewest separators: a minus sign separates by itself."""
+    text = ""
+    for value in values:
+        number = _num(value)
+        text += number if not text or number.startswith("-") else " " + number
+    return text
+
+
+def numerals(rows, *, height=6.0, **attributes):
     """Whole numbers stroked as ONE ``<path>``; ``rows`` are ``(xs, y, numbers)``: the
     numbers centred at those x positions on the line at height y.
 

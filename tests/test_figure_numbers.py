@@ -7,7 +7,7 @@ import pytest
 
 from figures import fig15_pipeline_schedules as fig15, fmt, registry
 from models import memory, pipeline
-from tests.test_svg import numbers_drawn
+from tests.test_svg import bars, numbers_drawn
 
 SVG = "{http://www.w3.org/2000/svg}"
 ZERO_7_5B_N64 = {0: "120 GB", 1: "31.4 GB", 2: "16.6 GB", 3: "1.88 GB"}  # ZeRO paper, Fig. 1
@@ -67,6 +67,23 @@ def test_figure_15_reads_out_the_simulation(P, m, v):
         timeline = pipeline.simulate(name, P, m, v if name == "interleaved" else 1)
         assert shown[f"bubble_{name}"].value == timeline.bubble_ratio
         assert shown[f"stashes_{name}"].value == timeline.peak_stashes
+
+
+@pytest.mark.parametrize("P,m,v", [(4, 8, 2), (8, 64, 3), (16, 64, 4), (5, 3, 4), (2, 1, 1)])
+def test_figure_15_draws_every_simulated_pass(P, m, v):
+    """Each schedule's bars, read back from the drawing, are the simulated passes."""
+    figure = registry()[15]
+    drawing = ET.fromstring(figure.render(figure.validate_state({"P": P, "m": m, "v": v})).svg)
+    drawn = [(path.get("class"), bars(ET.tostring(path, encoding="unicode")))
+             for path in drawing.iter(f"{SVG}path") if path.get("class", "").startswith("op op-")]
+    expected = []
+    for name in pipeline.SCHEDULES:
+        passes = fig15._simulate(name, P, m, v if name == "interleaved" else 1).passes
+        for kind, chunk in sorted({(p.kind, p.chunk) for p in passes}):
+            expected.append((f"op op-{kind} op-chunk-{chunk}", sorted(
+                (p.stage, start, start + p.duration_s) for p in passes if (p.kind, p.chunk) == (kind, chunk) for start in p.starts)))
+    assert drawn == expected
+    assert sum(len(p.starts) for p in passes) == P * m * 3  # the last schedule, zb-h1: F, B and W of every microbatch
 
 
 def test_figure_15_reference_article_numbers():

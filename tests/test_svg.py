@@ -27,7 +27,7 @@ def test_lanes_maps_units_to_pixels_in_its_transform():
     assert path.get("stroke-width") == "0.9"
 
 
-def numbers_drawn(path_markup, height=6.5):
+def numbers_drawn(path_markup, height=6.0):
     """Decode a ``svg.numerals`` path back into (x, y, number) triples."""
     d = ET.fromstring(path_markup).get("d")
     glyphs = {svg._numeral_path(n, height): n for n in range(1000)}
@@ -38,20 +38,37 @@ def numbers_drawn(path_markup, height=6.5):
 
 
 def test_numerals_are_distinct_and_decode_back():
-    assert len({svg._numeral_path(n, 6.5) for n in range(1000)}) == 1000
+    assert len({svg._numeral_path(n, 6.0) for n in range(1000)}) == 1000
     rows = [((10.0, 33.3), 20.5, (1, 64)), (iter([0.0]), 4.0, range(907, 908))]
     assert numbers_drawn(svg.numerals(rows, class_="op-label")) == [(10.0, 20.5, 1), (33.3, 20.5, 64), (0.0, 4.0, 907)]
 
 
+def pen_positions(relative_path):
+    """Every point a path of relative m/l commands visits (coordinate pairs repeat the
+    command before them, and a minus sign may stand in for a separator)."""
+    numbers = [float(n) for n in re.findall(r"-?[\d.]+", relative_path)]
+    assert re.fullmatch(r"([ml][-\d. ]+)+", relative_path)
+    x = y = 0.0
+    points = []
+    for dx, dy in zip(numbers[0::2], numbers[1::2]):
+        x, y = x + dx, y + dy
+        points.append((x, y))
+    return points
+
+
+def test_numeral_paths_hold_small_integers_at_the_default_height():
+    assert svg._numeral_path(1, 6.0) == "m-1-2l1-1 0 6m-1 0l2 0"
+    assert all(re.fullmatch(r"[-\d ml]+", svg._numeral_path(n, 6.0)) for n in range(1000) if "7" not in str(n))
+
+
+def test_numerals_draw_the_glyph_strokes():
+    """The 4 x 6 grid glyph of 4, one stroke, centred: ink spans x -2..2, y -3..3."""
+    assert pen_positions(svg._numeral_path(4, 6.0)) == [(1.0, 3.0), (1.0, -3.0), (-2.0, 1.0), (2.0, 1.0)]
+
+
 @pytest.mark.parametrize("number", [0, 8, 64, 208, 999])  # digits whose ink spans the whole cell
 def test_numerals_are_centred_on_their_point(number):
-    d = svg._numeral_path(number, 6.0)
-    x = y = 0.0
-    xs, ys = [], []
-    for _, dx, dy in re.findall(r"([ml])(-?[\d.]+) (-?[\d.]+)", d):
-        x, y = x + float(dx), y + float(dy)
-        xs.append(x)
-        ys.append(y)
+    xs, ys = zip(*pen_positions(svg._numeral_path(number, 6.0)))
     assert min(xs) == pytest.approx(-max(xs), abs=0.02)
     assert (min(ys), max(ys)) == pytest.approx((-3.0, 3.0), abs=0.02)
 
