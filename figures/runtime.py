@@ -24,6 +24,7 @@ _proxies = []  # event listeners must outlive this module's frames
 VIEW_CACHE_SIZE = 128  # rendered views kept per figure (render is pure, so a view is reusable)
 PRERENDER_LIMIT = 96  # states rendered ahead while the reader is idle, nearest first
 IDLE_PERIOD_MS = 50  # the longest idle period a browser grants (requestIdleCallback spec)
+REHEARSALS = 4  # idle-time chart redraws that compile plotly's update path (playbook.js)
 
 
 class LiveFigure:
@@ -44,6 +45,7 @@ class LiveFigure:
         self.recent_render_ms = deque([0.0], maxlen=8)
         self.idle_requested = False
         self.planned = 0
+        self.rehearsals_left = REHEARSALS
         for control in figure.controls:
             node = self.inputs[control.key]
             if isinstance(control, Button):
@@ -158,6 +160,8 @@ class LiveFigure:
     def render_upcoming(self, deadline):
         self.idle_requested = False
         needed_ms = min(max(self.recent_render_ms), IDLE_PERIOD_MS - 5)
+        if self.rehearsals_left and self.upcoming and deadline.timeRemaining() > IDLE_PERIOD_MS - 10:
+            self.rehearse(self.upcoming[-1])
         while self.upcoming and deadline.timeRemaining() > needed_ms:
             state = self.upcoming.pop()
             if tuple(sorted(state.items())) in self.views:
@@ -168,6 +172,21 @@ class LiveFigure:
                 pass  # the reader sees this error only if they actually go there
         self.element.dataset.ahead = str(self.planned - len(self.upcoming))  # states ready ahead
         self.ask_for_idle_time()
+
+    def rehearse(self, state):
+        """Draw the chart of a nearby state and back while the reader is idle (see
+        playbookRehearse): the first moves then cost what later ones do."""
+        try:
+            view = self.view_for(state)
+        except Exception:
+            self.rehearsals_left = 0
+            return
+        if view.plot is None or self.element.dataset.state != "live":
+            self.rehearsals_left = 0
+            return
+        if window.playbookRehearse(self.view.querySelector('[data-role="plot"]'), json.dumps(view.plot)):
+            self.rehearsals_left -= 1
+            self.element.dataset.rehearsed = str(REHEARSALS - self.rehearsals_left)
 
     def paint(self, view):
         if view.svg is not None:

@@ -2,6 +2,7 @@
 every figure goes live, every control changes the drawing and the numbers (to exactly
 what models/ computes), the URL carries state, and a broken figure stays contained."""
 import io
+import json
 import zipfile
 
 import pytest
@@ -187,6 +188,18 @@ def test_a_figure_in_view_renders_its_nearby_states_while_the_reader_is_idle(ses
     for key, value in (("m", figure.validate_state(read_state(page, figure))["m"] + 2), ("P", 16)):
         set_control(page, figure, key, value)
         assert_shows(page, figure, read_state(page, figure))
+
+
+def test_a_chart_in_view_rehearses_its_redraw_and_still_shows_its_own_state(session):
+    page, figure = session.page, registry()[8]
+    page.mouse.move(0, 0)  # a chart under the pointer is not rehearsed (its hover label would drop)
+    page.evaluate("document.getElementById('fig-08').scrollIntoView()")
+    page.wait_for_function("document.getElementById('fig-08').dataset.rehearsed === '4'", timeout=30_000)
+    state = read_state(page, figure)
+    [bars] = figure.render(state).plot["data"]
+    drawn = page.eval_on_selector("#fig-08 .js-plotly-plot", "p => JSON.stringify([p.data[0].y, p.data[0].base, p.data[0].text])")
+    assert json.loads(drawn) == [bars["y"], bars["base"], bars["text"]]
+    assert_shows(page, figure, state)
 
 
 def test_no_errors_after_all_that_interaction(session):
