@@ -559,3 +559,27 @@ def test_huge_inputs_closed_forms_do_not_overflow():
     assert bubble_ratio_formula("gpipe", 10**6, 10**30) == pytest.approx(1e-24, rel=1e-6)
     assert bubble_over_ideal("interleaved", 10**6, 10**30, 4) == pytest.approx((10**6 - 1) / 4e30)
     assert bubble_ratio_formula("1f1b", 1, 1) == 0.0
+
+
+def _fixed_orders(orders):
+    """A stand-in for _device_orders that returns `orders` whatever it is asked."""
+    def device_orders(*args):
+        return [list(order) for order in orders]
+    return device_orders
+
+
+@pytest.mark.parametrize("schedule,orders", [
+    # 1F1B, P=2, m=1 (block 2: F ids 0-1, B ids 2-3): device 0 asks for its backward first
+    ("1f1b", [[2, 0], [1, 3]]),
+    # ZB-H1, P=2, m=1 (F 0-1, B 2-3, W 4-5): device 1 runs W before the B it needs, and
+    # device 0's B waits for that same B: two devices wait on one op
+    ("zb-h1", [[0, 2, 4], [1, 5, 3]]),
+])
+def test_an_order_that_cannot_finish_is_reported_as_a_deadlock(monkeypatch, schedule, orders):
+    monkeypatch.setattr(PL, "_device_orders", _fixed_orders(orders))
+    PL._simulate.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="deadlocks"):
+            PL.simulate(schedule, 2, 1)
+    finally:
+        PL._simulate.cache_clear()
