@@ -25,6 +25,7 @@ def check_view(figure, view):
     if view.svg:
         root = ET.fromstring(view.svg)
         assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert view.svg.isascii(), "non-ASCII text must be a character reference (svg._escape)"
         assert "nan" not in view.svg.lower().replace("nano", "")
     if view.plot:
         go.Figure(view.plot)  # raises on any property plotly.js would not understand

@@ -85,3 +85,12 @@ def test_texts_escape_their_content_and_share_attributes():
     root = ET.fromstring(f"<g>{markup}</g>")
     assert [(t.get("x"), t.get("y"), t.text, t.get("text-anchor")) for t in root] == [
         ("1.0", "2.2", "a<b", "end"), ("3.0", "4.0", "7", "end")]
+
+
+def test_drawn_text_is_ascii_markup_that_reads_back_unchanged():
+    words = "GPipe — bubble ≥ 5% <of> “Ψ” & 𝛼"
+    markup = svg.document(10, 10, [svg.text(0, 0, words), svg.texts([(1, 2, words)])], label=words)
+    assert markup.isascii()
+    root = ET.fromstring(markup)
+    assert root.get("aria-label") == words
+    assert [node.text for node in root.iter() if node.tag.endswith(("title", "text"))] == [words, words, words]
