@@ -146,19 +146,23 @@ class LiveFigure:
     # then only has to paint. A state is rendered only while the browser says the idle
     # period outlasts this figure's slowest recent render, so the work does not delay
     # the reader's next input.
+    # The list itself is made in the first idle period too (~0.5 ms in Pyodide that the
+    # input handler need not spend).
     def plan_upcoming(self):
-        self.upcoming = nearby_states(self.figure, self.state, PRERENDER_LIMIT)
-        self.upcoming.reverse()  # popped from the end
-        self.planned = len(self.upcoming)
+        self.upcoming = None  # to be listed for self.state when the browser is idle
         self.ask_for_idle_time()
 
     def ask_for_idle_time(self):
-        if self.upcoming and not self.idle_requested:
+        if self.upcoming != [] and not self.idle_requested:
             self.idle_requested = True
             window.requestIdleCallback(self.idle_proxy)
 
     def render_upcoming(self, deadline):
         self.idle_requested = False
+        if self.upcoming is None:
+            self.upcoming = nearby_states(self.figure, self.state, PRERENDER_LIMIT)
+            self.upcoming.reverse()  # popped from the end
+            self.planned = len(self.upcoming)
         needed_ms = min(max(self.recent_render_ms), IDLE_PERIOD_MS - 5)
         if self.rehearsals_left and self.upcoming and deadline.timeRemaining() > IDLE_PERIOD_MS - 10:
             self.rehearse(self.upcoming[-1])
@@ -230,7 +234,7 @@ def _prerender_when_visible():
     def on_visible(entries, observer):
         for entry in entries:
             live = _live.get(int(entry.target.dataset.figure))
-            if entry.isIntersecting and live is not None and not live.upcoming:
+            if entry.isIntersecting and live is not None and live.upcoming == []:
                 live.plan_upcoming()
 
     proxy = create_proxy(on_visible)
