@@ -14,10 +14,11 @@ Prints two tables:
      2 s) before its first move, as a reader looks at a figure before touching it; what
      the page does in that idle time (rendering ahead, rehearsing a chart's redraw) is
      part of what it offers. --settle-ms 0 measures moves made the instant the page is
-     ready, while the browser is still compiling Pyodide's WebAssembly. Three patterns: "drag" (each slider stepped from its default to its end and
-     back, no pause); "jump" (seeded random values over each control's full range, with
-     a pause after each move, as a reader looks at the result before the next click);
-     and "cold jump" (the same jumps back to back: nothing is rendered ahead).
+     ready, while the browser is still compiling Pyodide's WebAssembly. Three patterns:
+     "drag" (each slider stepped from its default to its end and back, no pause);
+     "jump" (seeded random values over each control's full range, with a pause after
+     each move, as a reader looks at the result before the next click); and "cold jump"
+     (the same jumps back to back: nothing is rendered ahead).
 Not part of the test suite: numbers depend on the machine.
 """
 import argparse
