@@ -55,20 +55,8 @@ def element(tag, content="", **attributes):
     return f"<{tag}{_attrs(attributes)}>{inner}</{tag}>" if inner else f"<{tag}{_attrs(attributes)}/>"
 
 
-def rect(x, y, width, height, **attributes):
-    return element("rect", x=float(x), y=float(y), width=float(width), height=float(height), **attributes)
-
-
-def line(x1, y1, x2, y2, **attributes):
-    return element("line", x1=float(x1), y1=float(y1), x2=float(x2), y2=float(y2), **attributes)
-
-
 def text(x, y, content, **attributes):
     return element("text", str(content), x=float(x), y=float(y), **attributes)
-
-
-def group(children, **attributes):
-    return element("g", list(children), **attributes)
 
 
 # Numerals drawn as strokes on a 4 x 6 grid (x right, y down), one polyline per stroke.
