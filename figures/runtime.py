@@ -34,6 +34,7 @@ class LiveFigure:
         self.inputs = {c.key: element.querySelector(f'[data-control="{c.key}"]') for c in figure.controls}
         self.outputs = {c.key: element.querySelector(f'output[data-for="{c.key}"]') for c in figure.controls}
         self.view = element.querySelector('[data-role="view"]')
+        self.plot = element.querySelector('[data-role="plot"]')  # None for a figure without a chart
         self.readouts = element.querySelector('[data-role="readout"]')
         self.note = element.querySelector('[data-role="note"]')
         self.error = element.querySelector('[data-role="error"]')
@@ -45,7 +46,7 @@ class LiveFigure:
         self.recent_render_ms = deque([0.0], maxlen=8)
         self.idle_requested = False
         self.planned = 0
-        self.rehearsals_left = REHEARSALS
+        self.rehearsals_left = REHEARSALS if self.plot is not None else 0
         for control in figure.controls:
             node = self.inputs[control.key]
             if isinstance(control, Button):
@@ -183,12 +184,8 @@ class LiveFigure:
         try:
             view = self.view_for(state)
         except Exception:
-            self.rehearsals_left = 0
-            return
-        if view.plot is None or self.element.dataset.state != "live":
-            self.rehearsals_left = 0
-            return
-        if window.playbookRehearse(self.view.querySelector('[data-role="plot"]'), json.dumps(view.plot)):
+            return  # the loop below drops this state; the next idle period tries another
+        if view.plot is not None and window.playbookRehearse(self.plot, json.dumps(view.plot)):
             self.rehearsals_left -= 1
             self.element.dataset.rehearsed = str(REHEARSALS - self.rehearsals_left)
 
@@ -200,7 +197,7 @@ class LiveFigure:
             else:
                 self.view.insertAdjacentHTML("afterbegin", view.svg)
         if view.plot is not None:
-            window.playbookPlot(self.view.querySelector('[data-role="plot"]'), json.dumps(view.plot))
+            window.playbookPlot(self.plot, json.dumps(view.plot))
         self.readouts.innerHTML = "".join(r.html() for r in view.readouts)
         self.note.textContent = view.note
         self.note.hidden = not view.note
