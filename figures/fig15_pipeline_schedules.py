@@ -67,11 +67,11 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
                    if row_height >= 9 or stage in (0, stages - 1)), class_="svg-label-soft", text_anchor="end"),
     ]
     passes = timeline.passes
-    rows = {}  # (kind, chunk) -> its bars, one row per stage; unpacked, not read field by field (hot path)
+    rows_by_colour = {}  # (kind, chunk) -> one row of bars per stage; tuples unpacked, not read by field (hot path)
     for stage, kind, chunk, duration_s, starts in passes:
-        rows.setdefault((kind, chunk), []).append((stage, duration_s, starts))
-    for (kind, chunk), lanes in sorted(rows.items()):
-        parts.append(svg.lanes(lanes, x=LEFT, y=lanes_top, x_scale=px_per_tick, lane_height=row_height,
+        rows_by_colour.setdefault((kind, chunk), []).append((stage, duration_s, starts))
+    for (kind, chunk), rows in sorted(rows_by_colour.items()):
+        parts.append(svg.lanes(rows, x=LEFT, y=lanes_top, x_scale=px_per_tick, lane_height=row_height,
                                class_=f"op op-{kind} op-chunk-{chunk}"))
     if row_height >= 11 and len(passes) * microbatches <= MAX_LABELLED_OPS:
         numbered = (  # microbatch numbers centred on every bar wide enough to hold them
