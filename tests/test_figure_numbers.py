@@ -54,6 +54,19 @@ def test_figure_08_bars_stack_to_the_model_totals():
         "optimizer_bytes": bars["marker"]["color"][8]}
 
 
+@pytest.mark.parametrize("params,N,stage,optimizer", [(7.5e9, 64, 3, "adam_mixed"), (175e9, 8, 1, "adam_fp32"),
+                                                      (1e9, 1024, 2, "sgd_momentum"), (70e9, 1, 0, "adam_mixed")])
+def test_figure_08_ledger_share_and_traffic_readouts(params, N, stage, optimizer):
+    figure = registry()[8]
+    shown = readouts(figure.render(figure.validate_state({"params": params, "N": N, "stage": stage, "optimizer": optimizer})))
+    per_device = memory.model_states_for(params, N, stage, optimizer).total_bytes
+    unsharded = memory.model_states_for(params, N, 0, optimizer).total_bytes  # DDP keeps the whole ledger
+    assert shown["ledger_fraction"].value == pytest.approx(per_device / unsharded, rel=1e-12)
+    assert shown["ledger_fraction"].text == fmt.percent(per_device / unsharded)
+    psi = 3 if stage == 3 else 2
+    assert shown["comm_psi"].text == f"{psi}Ψ = {fmt.si_count(psi * params)} elements per device"
+
+
 def test_figure_08_counts_gpus_in_words():
     [shards] = [c for c in registry()[8].controls if c.key == "N"]
     assert [shards.display(n) for n in (1, 2, 1024)] == ["1 GPU", "2 GPUs", "1024 GPUs"]
