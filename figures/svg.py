@@ -144,8 +144,8 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
     """Many bars on horizontal lanes as ONE ``<path>``, the way a Gantt chart needs them.
 
     ``rows`` are ``(lane, length, starts)``: bars of one ``length`` on lane ``lane``, one
-    per start. Starts and lengths are whole numbers in the caller's units (say ticks of
-    a clock), so the path holds short integers; the path's transform maps them to
+    per start. Starts and lengths are ints in the caller's units (say ticks of a clock),
+    so the path holds short integers; the path's transform maps them to
     pixels. Each bar is a stroked segment ``M start lane.5 h length`` whose stroke fills
     ``fill_ratio`` of its lane: thousands of bars stay one DOM node, and the string is
     built by C-level ``map``/``join`` calls (no Python statement per bar), which is what
@@ -154,8 +154,8 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
     data = []
     for lane, length, starts in rows:
         if starts:
-            bar = f" {lane}.5h{int(length)}"
-            data.append("M" + (bar + "M").join(map(str, map(int, starts))) + bar)
+            bar = f" {lane}.5h{length}"
+            data.append("M" + (bar + "M").join(map(str, starts)) + bar)
     transform = f"translate({_num(float(x))} {_num(float(y))}) scale({x_scale:.6g} {_num(float(lane_height))})"
     return element(
         "path", d=_Numbers("".join(data) or "M0 0"), transform=_Numbers(transform), fill="none",

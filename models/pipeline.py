@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, repeat
+import operator
 from operator import itemgetter
 
 from models._validate import at_most, choice, positive, positive_int
@@ -215,12 +216,10 @@ def _interleaved_orders(stages, microbatches, chunks, block):
     for d in range(stages):
         shift = d * microbatches
         warmup = min((stages - d - 1) * 2 + (chunks - 1) * group, total)
+        # comprehensions, not map(shift.__add__, ...): a method-wrapper call per id
+        # costs ~5x as much in Pyodide
         orders.append(
-            _one_f_one_b(
-                list(map(shift.__add__, forward_ids)),
-                list(map(shift.__add__, backward_ids)),
-                warmup,
-            )
+            _one_f_one_b([i + shift for i in forward_ids], [i + shift for i in backward_ids], warmup)
         )
     return orders
 
@@ -289,12 +288,14 @@ def simulate(
     Interleaved: each of the ``chunks`` chunks per device takes 1/chunks of those.
     stage_time_factors: per-device multipliers (heavy first stage: embedding; heavy
     last stage: LM head + loss), default 1.0 each. Results are cached.
+    Whole-number times (ticks of a clock) whose every pass lasts a whole number of
+    ticks are simulated in exact integer arithmetic and come back as ints.
     """
     stages, microbatches, chunks = _validate(schedule, stages, microbatches, chunks)
     positive("forward_s", forward_s)
     positive("backward_s", backward_s)
     if stage_time_factors is None:
-        factors = (1.0,) * stages
+        factors = (1,) * stages
     else:
         try:
             factors = tuple(stage_time_factors)
@@ -308,20 +309,26 @@ def simulate(
             )
         for d, factor in enumerate(factors):
             positive(f"stage_time_factors[{d}]", factor)
-        factors = tuple(float(f) for f in factors)
     if stages * microbatches * chunks > MAX_OPS_PER_KIND:
         raise ValueError(
             f"stages={stages}, microbatches={microbatches}, chunks={chunks}: the simulation "
             f"allows stages*microbatches*chunks <= {MAX_OPS_PER_KIND}"
         )
+    backward_parts = 2 if schedule == "zb-h1" else 1
+    exact = all(type(x) is int for x in (forward_s, backward_s, *factors)) and all(
+        pass_ticks * factor % (chunks * parts) == 0
+        for pass_ticks, parts in ((forward_s, 1), (backward_s, backward_parts))
+        for factor in factors
+    )
+    if not exact:
+        forward_s, backward_s = float(forward_s), float(backward_s)
+        factors = tuple(map(float, factors))
     # Building ~10^4 ops would set off dozens of cyclic-GC passes over this call's own
     # large lists; nothing here forms cycles, so pause the collector (halves the time).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        timeline = _simulate(
-            schedule, stages, microbatches, chunks, float(forward_s), float(backward_s), factors
-        )
+        timeline = _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, factors)
     finally:
         if collecting:
             gc.enable()
@@ -333,7 +340,9 @@ def simulate(
     return timeline
 
 
-@lru_cache(maxsize=16)  # a large timeline holds ~10^4 ops: keep few (memory, GC)
+# A large timeline holds ~10^4 ops: keep few (memory, GC). typed: 12 and 12.0 are
+# different keys, so an int simulation is never answered with a float one.
+@lru_cache(maxsize=16, typed=True)
 def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, factors):
     if schedule == "interleaved" and chunks == 1:
         # With one chunk Megatron-LM runs the plain 1F1B function: same timeline.
@@ -345,8 +354,11 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     split = schedule == "zb-h1"
     kinds = "FBW" if split else "FB"
     done = len(kinds) * block  # a pseudo-op, finished at t=0: first forwards wait on it
+    exact = type(forward_s) is int  # simulate() passes ints only if every pass is whole
+    divide = operator.floordiv if exact else operator.truediv
+    zero = 0 if exact else 0.0  # comparisons stay int-int or float-float (the fast paths)
     # Zero-bubble split (Qi et al. 2023, Sec. 2): T_B = T_W = half the full backward.
-    backward_part_s = backward_s / 2 if split else backward_s
+    backward_part_s = divide(backward_s, 2) if split else backward_s
 
     # Per-op-id tables, built with list arithmetic (no per-op Python work).
     dependency = (
@@ -359,14 +371,14 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     duration = []
     for pass_s in (forward_s, backward_part_s, backward_part_s)[: len(kinds)]:
         for k in range(virtual_stages):
-            duration += [pass_s * factors[k % stages] / chunks] * m
+            duration += [divide(pass_s * factors[k % stages], chunks)] * m
     # A stash is live from F start until the pass that frees it (W for zb-h1) ends.
     stash_change = [1] * block + [0] * (done - 2 * block) + [-1] * block
 
     programs = _device_orders(schedule, stages, m, chunks, block)
-    end = [-1.0] * done + [0.0]
-    start = [0.0] * done
-    free = [0.0] * stages
+    end = [zero - 1] * done + [zero]
+    start = [zero] * done
+    free = [zero] * stages
     # Run a device until its next op waits on an unfinished input; park that op, note
     # which input it waits for, and when that input ends put the device back on the
     # stack. Each op is visited once and no pass over idle devices is ever made.
@@ -398,7 +410,7 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
                 runnable.append(waiter[op])
         for op in remaining[d]:
             ready = end[dependency[op]]
-            if ready < 0.0:
+            if ready < zero:
                 waiter[dependency[op]] = d
                 parked[d] = op
                 break
@@ -419,7 +431,7 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     # Each device computes m microbatches x chunks x (F + B [+ W]) = m (F+B) factor.
     busy = tuple(m * (forward_s + backward_s) * factor for factor in factors)
     makespan = max(free)
-    idle = tuple(max(makespan - b, 0.0) for b in busy)  # never -1 ulp
+    idle = tuple(max(makespan - b, zero) for b in busy)  # never -1 ulp
     peaks = tuple(max(accumulate(itemgetter(*p)(stash_change))) / chunks for p in programs)
 
     # Op ids of one kind and virtual stage k = chunk * P + device are the m consecutive

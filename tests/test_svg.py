@@ -15,7 +15,7 @@ def bars(path_markup):
 
 
 def test_lanes_draws_one_bar_per_start():
-    rows = [(0, 12, (0, 24, 60)), (1, 6.0, (42.0, 36.0, 30.0)), (2, 3, ()), (3, 4, (8,))]
+    rows = [(0, 12, (0, 24, 60)), (1, 6, (42, 36, 30)), (2, 3, ()), (3, 4, (8,))]
     drawn = bars(svg.lanes(rows, x=10, y=20, x_scale=0.5, lane_height=8))
     assert drawn == [(0, 0, 12), (0, 24, 36), (0, 60, 72), (1, 30, 36), (1, 36, 42), (1, 42, 48), (3, 8, 12)]
     assert svg.lanes([], x=0, y=0, x_scale=1, lane_height=1).count('d="M0 0"') == 1

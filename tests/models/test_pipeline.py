@@ -490,6 +490,40 @@ def test_results_are_cached():
     assert simulate("zb-h1", 6, 12) is not a
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    schedule=st.sampled_from(SCHEDULES),
+    P=st.integers(1, 8),
+    m=st.integers(1, 16),
+    v=st.integers(1, 4),
+    forward_units=st.integers(1, 5),
+    backward_units=st.integers(1, 10),
+    factors=st.none() | st.lists(st.integers(1, 3), min_size=8, max_size=8),
+)
+def test_whole_tick_times_are_simulated_in_exact_ints(schedule, P, m, v, forward_units, backward_units, factors):
+    v = _chunks_for(schedule, v)
+    factors = tuple(factors[:P]) if factors else None
+    forward, backward = forward_units * 2 * v, backward_units * 2 * v  # every pass a whole tick
+    exact = simulate(schedule, P, m, v, forward_s=forward, backward_s=backward, stage_time_factors=factors)
+    floats = simulate(schedule, P, m, v, forward_s=float(forward), backward_s=float(backward),
+                      stage_time_factors=factors and tuple(map(float, factors)))
+    assert exact is not floats
+    assert type(exact.makespan) is int and type(floats.makespan) is float
+    assert all(type(p.duration_s) is int and all(type(s) is int for s in p.starts) for p in exact.passes)
+    assert exact.passes == floats.passes and exact.makespan == floats.makespan
+    assert exact.idle_per_stage == floats.idle_per_stage and exact.bubble_ratio == floats.bubble_ratio
+    assert exact.peak_stashes_per_stage == floats.peak_stashes_per_stage
+
+
+def test_whole_times_with_fractional_passes_fall_back_to_floats():
+    t = simulate("interleaved", 2, 2, 4, forward_s=2, backward_s=4)  # a chunk's pass is 0.5
+    assert {op.end - op.start for op in t.ops if op.kind == "F"} == {0.5}
+    assert type(t.makespan) is float
+    z = simulate("zb-h1", 2, 3, forward_s=2, backward_s=3)  # B and W of 1.5 each
+    assert {op.end - op.start for op in z.ops if op.kind in "BW"} == {1.5}
+    assert z.makespan == simulate("zb-h1", 2, 3, forward_s=2.0, backward_s=3.0).makespan
+
+
 def test_chunk_times_and_split_backward():
     t = simulate("interleaved", 2, 2, 4, forward_s=2.0, backward_s=4.0)
     assert {op.end - op.start for op in t.ops if op.kind == "F"} == {0.5}
