@@ -142,9 +142,18 @@ class Readout:
     value: float | None = None
     color: str | None = None
 
+    @property
+    def data_value(self):
+        """The ``data-value`` attribute: the raw number as Python writes it, or None."""
+        return None if self.value is None else repr(self.value)
+
+    def same_slot(self, other):
+        """Shown in the same place with the same label and swatch: only its number differs."""
+        return (self.key, self.label, self.color) == (other.key, other.label, other.color)
+
     def html(self):
         """The readout's markup: baked by the builder and written by the runtime alike."""
-        value = "" if self.value is None else f' data-value="{self.value!r}"'
+        value = "" if self.data_value is None else f' data-value="{self.data_value}"'
         swatch = "" if self.color is None else f'<span class="swatch" style="background:{escape(self.color)}" aria-hidden="true"></span>'
         return (
             f'<div class="readout" data-key="{escape(self.key)}"{value}>'

