@@ -33,12 +33,8 @@ class LiveFigure:
         self.element = element
         self.inputs = {c.key: element.querySelector(f'[data-control="{c.key}"]') for c in figure.controls}
         self.outputs = {c.key: element.querySelector(f'output[data-for="{c.key}"]') for c in figure.controls}
-        self.view = element.querySelector('[data-role="view"]')
         self.plot = element.querySelector('[data-role="plot"]')  # None for a figure without a chart
-        self.readouts = element.querySelector('[data-role="readout"]')
         self.shown_readouts = ()  # the Readouts on the page, once the runtime has painted them
-        self.readout_nodes = []
-        self.note = element.querySelector('[data-role="note"]')
         self.error = element.querySelector('[data-role="error"]')
         self.state = figure.validate_state(self.read_controls())
         self.views = OrderedDict()  # state key -> View, most recent last
@@ -119,13 +115,10 @@ class LiveFigure:
     # -- drawing --------------------------------------------------------------
     def show(self):
         try:
-            self.paint(self.view_for(self.state))
+            self.paint(self.view_for(self.state))  # which also marks the figure live
         except Exception as error:
             self.fail(error)
             return False
-        self.error.hidden = True
-        self.error.textContent = ""
-        self.element.dataset.state = "live"
         self.plan_upcoming()
         return True
 
@@ -192,35 +185,24 @@ class LiveFigure:
             self.element.dataset.rehearsed = str(REHEARSALS - self.rehearsals_left)
 
     def paint(self, view):
-        if view.svg is not None:
-            holder = self.view.querySelector("svg")
-            if holder is not None:
-                holder.outerHTML = view.svg
-            else:
-                self.view.insertAdjacentHTML("afterbegin", view.svg)
         if view.plot is not None:
             window.playbookPlot(self.plot, json.dumps(view.plot))
-        self.paint_readouts(view.readouts)
-        self.note.textContent = view.note
-        self.note.hidden = not view.note
+        window.playbookPaint(self.element, view.svg, self.readout_changes(view.readouts), view.note)
+        self.shown_readouts = view.readouts
 
-    def paint_readouts(self, readouts):
-        """Rewrite only the numbers that changed when the readouts are the ones shown:
-        re-parsing the whole list costs ~0.5 ms more per move in parse and layout."""
+    def readout_changes(self, readouts):
+        """For playbookPaint, as JSON: [index, text, value] of each readout whose number
+        changed when the readouts are the ones on the page (same keys, labels and
+        swatches), else the whole list's markup. Re-parsing the list on every move would
+        cost ~0.5 ms more in parse and layout."""
         shown = self.shown_readouts
         if len(shown) != len(readouts) or not all(old.same_slot(new) for old, new in zip(shown, readouts)):
-            self.readouts.innerHTML = "".join(r.html() for r in readouts)
-            self.readout_nodes = list(self.readouts.children)
-        else:
-            for node, old, new in zip(self.readout_nodes, shown, readouts):
-                if new.text != old.text:
-                    node.lastChild.textContent = new.text
-                if new.data_value != old.data_value:
-                    if new.data_value is None:
-                        node.removeAttribute("data-value")
-                    else:
-                        node.dataset.value = new.data_value
-        self.shown_readouts = readouts
+            return json.dumps("".join(r.html() for r in readouts))
+        return json.dumps([
+            (index, new.text, new.data_value)
+            for index, (old, new) in enumerate(zip(shown, readouts))
+            if (new.text, new.data_value) != (old.text, old.data_value)
+        ])
 
     def fail(self, error):
         self.element.dataset.state = "error"
