@@ -1,4 +1,5 @@
 """Figure 15: four pipeline schedules on one clock, drawn from the event-level simulation."""
+import math
 from functools import lru_cache
 
 from figures import fmt, svg
@@ -22,6 +23,8 @@ CONTROLS = (
 
 WIDTH, LEFT, RIGHT = 960, 112, 12
 PANEL_GAP, HEADER = 16, 20
+LABEL_PITCH_PX = 13  # closest two "stage k" labels may sit, centre to centre
+THINNED_STAGE_LABELS = 6
 MAX_LABELLED_OPS = 1200  # beyond this no bar is 13 px wide: skip the label pass entirely
 # The figure's clock: a forward pass takes 12 ticks, so every op of every schedule (1, 2,
 # 1/v or 2/v forward passes long, v <= 4) starts and ends on a whole tick: the times are
@@ -48,6 +51,23 @@ def _chunks(name, state):
     return state["v"] if name == "interleaved" else 1
 
 
+def _named_stages(stages, row_height):
+    """The lanes that get a "stage k" label: every lane if rows are tall enough for the
+    11 px labels not to touch, else every k-th lane, at most THINNED_STAGE_LABELS of
+    them, always the first and the last. Each <text> costs Chromium ~20 us of layout
+    per redraw, and the tightest views are the largest."""
+    stride = math.ceil(LABEL_PITCH_PX / row_height)
+    if stride > 1:
+        stride = max(stride, math.ceil(stages / THINNED_STAGE_LABELS))
+    named = list(range(0, stages, stride))
+    if named[-1] != stages - 1:
+        if len(named) > 1 and stages - 1 - named[-1] < stride:
+            named[-1] = stages - 1  # the last lane instead of one too close to it
+        else:
+            named.append(stages - 1)
+    return named
+
+
 @lru_cache(maxsize=64)
 def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
     """One schedule's Gantt panel as SVG markup. Cached: moving v redraws only the
@@ -63,8 +83,8 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
     parts = [
         svg.text(0, top + 14, header, class_="svg-label"),
         svg.boxes(((LEFT, lanes_top + stage * row_height, width, row_height) for stage in range(stages)), class_="svg-lane"),
-        svg.texts(((LEFT - 6, lanes_top + (stage + 0.5) * row_height + 4, f"stage {stage}") for stage in range(stages)
-                   if row_height >= 9 or stage in (0, stages - 1)), class_="svg-label-soft", text_anchor="end"),
+        svg.texts(((LEFT - 6, lanes_top + (stage + 0.5) * row_height + 4, f"stage {stage}")
+                   for stage in _named_stages(stages, row_height)), class_="svg-label-soft", text_anchor="end"),
     ]
     passes = timeline.passes
     rows_by_colour = {}  # (kind, chunk) -> one row of bars per stage; tuples unpacked, not read by field (hot path)

@@ -162,3 +162,19 @@ def test_figure_15_time_axis_reads_in_forward_passes(P, m, v):
     for x, forwards in ticks:
         assert x == pytest.approx(fig15.LEFT + forwards * px_per_forward, abs=0.06)
     assert ticks[-1][1] <= longest
+
+
+@pytest.mark.parametrize("P", range(2, 17))
+def test_figure_15_names_stage_lanes_without_crowding(P):
+    """Each panel names its first and last lane and, where the rows are too tight for a
+    label on every lane, evenly spaced lanes between them whose labels do not touch."""
+    root = ET.fromstring(registry()[15].render({"P": P, "m": 8, "v": 2}).svg)
+    labels = [(float(t.get("y")), int(t.text.split()[1])) for t in root.iter(f"{SVG}text")
+              if t.text and t.text.startswith("stage ")]
+    panels = [labels[i:i + len(labels) // 4] for i in range(0, len(labels), len(labels) // 4)]
+    assert len(panels) == 4 and all(len(panel) == len(panels[0]) for panel in panels)
+    for panel in panels:
+        ys, stages = zip(*panel)
+        assert stages[0] == 0 and stages[-1] == P - 1 and list(stages) == sorted(set(stages))
+        assert min(b - a for a, b in zip(ys, ys[1:])) >= fig15.LABEL_PITCH_PX - 0.1
+        assert len(stages) == P if P <= 9 else 5 <= len(stages) <= fig15.THINNED_STAGE_LABELS
