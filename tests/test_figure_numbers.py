@@ -87,15 +87,18 @@ def test_figure_15_draws_every_simulated_pass(P, m, v):
     """Each schedule's bars, read back from the drawing, are the simulated passes."""
     figure = registry()[15]
     drawing = ET.fromstring(figure.render(figure.validate_state({"P": P, "m": m, "v": v})).svg)
-    drawn = [(path.get("class"), bars(ET.tostring(path, encoding="unicode")))
-             for path in drawing.iter(f"{SVG}path") if path.get("class", "").startswith("op op-")]
+    paths = [path for path in drawing.iter(f"{SVG}path") if path.get("class", "").startswith("op op-")]
     expected = []
     for name in pipeline.SCHEDULES:
         passes = fig15._simulate(name, P, m, v if name == "interleaved" else 1).passes
         for kind, chunk in sorted({(p.kind, p.chunk) for p in passes}):
-            expected.append((f"op op-{kind} op-chunk-{chunk}", sorted(
+            (duration,) = {p.duration_s for p in passes if (p.kind, p.chunk) == (kind, chunk)}
+            expected.append((f"op op-{kind} op-chunk-{chunk}", duration, sorted(
                 (p.stage, start, start + p.duration_s) for p in passes if (p.kind, p.chunk) == (kind, chunk) for start in p.starts)))
-    assert drawn == expected
+    assert len(paths) == len(expected)
+    for path, (css_class, duration, bars_expected) in zip(paths, expected):
+        assert path.get("class") == css_class
+        assert bars(ET.tostring(path, encoding="unicode"), unit=duration) == bars_expected
     zero_bubble = fig15._simulate("zb-h1", P, m, 1).passes
     assert sum(len(p.starts) for p in zero_bubble) == P * m * 3  # F, B and W of every microbatch on every stage
 

@@ -7,11 +7,25 @@ import pytest
 from figures import svg
 
 
-def bars(path_markup):
-    """(lane, start, end) of every bar of a ``svg.lanes`` path."""
+def bars(path_markup, unit=None):
+    """(lane, start, end) of every bar of a ``svg.lanes`` path: its commands (M, m, h)
+    played back with a pen. A run of touching bars is one ``h``, so it splits into bars
+    of ``unit`` length when given (the drawing looks the same either way)."""
     d = ET.fromstring(path_markup).get("d")
-    return sorted((int(lane), int(start), int(start) + int(length))
-                  for start, lane, length in re.findall(r"M(\d+) (\d+)\.5h(\d+)", d))
+    drawn, x, y = [], 0.0, 0.0
+    for command, numbers in re.findall(r"([MmHh])([^MmHh]*)", d):
+        values = [float(v) for v in re.findall(r"-?[\d.]+", numbers)]
+        if command == "M":
+            x, y = values
+        elif command == "m":
+            x, y = x + values[0], y + values[1]
+        else:
+            assert command == "h" and len(values) == 1 and values[0] > 0, (command, numbers)
+            assert (y - 0.5).is_integer() and x.is_integer() and values[0].is_integer()
+            length = unit if unit and values[0] % unit == 0 else values[0]
+            drawn += [(int(y), int(x + i * length), int(x + (i + 1) * length)) for i in range(int(values[0] // length))]
+            x += values[0]
+    return sorted(drawn)
 
 
 def test_lanes_draws_one_bar_per_start():
@@ -19,6 +33,20 @@ def test_lanes_draws_one_bar_per_start():
     drawn = bars(svg.lanes(rows, x=10, y=20, x_scale=0.5, lane_height=8))
     assert drawn == [(0, 0, 12), (0, 24, 36), (0, 60, 72), (1, 30, 36), (1, 36, 42), (1, 42, 48), (3, 8, 12)]
     assert svg.lanes([], x=0, y=0, x_scale=1, lane_height=1).count('d="M0 0"') == 1
+
+
+def test_lanes_writes_runs_of_bars_not_single_bars():
+    """After a row's first bar, bars that step by one same amount are one repeated
+    relative command, and touching bars one longer segment."""
+    def d(rows):
+        return ET.fromstring(svg.lanes(rows, x=0, y=0, x_scale=1, lane_height=1)).get("d")
+
+    assert d([(2, 12, (0, 30, 60, 90))]) == "M0 2.5h12" + "m18 0h12" * 3
+    assert d([(0, 5, (0, 5, 10, 20, 25))]) == "M0 0.5h5h10m5 0h5h5"
+    rows = [(0, 5, (0, 5, 10, 20, 25)), (1, 5, (40, 35, 30, 3))]
+    assert bars(svg.lanes(rows, x=0, y=0, x_scale=1, lane_height=1), unit=5) == [
+        (0, 0, 5), (0, 5, 10), (0, 10, 15), (0, 20, 25), (0, 25, 30),
+        (1, 3, 8), (1, 30, 35), (1, 35, 40), (1, 40, 45)]
 
 
 def test_lanes_maps_units_to_pixels_in_its_transform():
