@@ -76,7 +76,7 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
     label = pipeline.SCHEDULE_LABELS[name]
     header = (
         f"{label} — bubble {fmt.percent(timeline.bubble_ratio)}, "
-        f"peak {timeline.peak_stashes:g} microbatch stashes (stage {timeline.worst_stage})"
+        f"peak {fmt.decimal(timeline.peak_stashes)} microbatch stashes (stage {timeline.worst_stage})"
     )
     lanes_top = top + HEADER
     width = timeline.makespan * px_per_tick
@@ -137,7 +137,7 @@ def render(state):
             continue
         timeline = timelines[name]
         readouts.append(Readout(f"bubble_{name}", f"{label} bubble", fmt.percent(timeline.bubble_ratio), timeline.bubble_ratio))
-        readouts.append(Readout(f"stashes_{name}", f"{label} peak stashes", f"{timeline.peak_stashes:g}", timeline.peak_stashes))
+        readouts.append(Readout(f"stashes_{name}", f"{label} peak stashes", fmt.decimal(timeline.peak_stashes), timeline.peak_stashes))
     notes = [f"{pipeline.SCHEDULE_LABELS[n]}: {e}" for n, e in errors.items()]
     group = pipeline.interleaved_group_size(stages, state["m"])
     if state["v"] > 1 and state["m"] < stages:

@@ -22,6 +22,12 @@ def gigabytes(num_bytes):
     return f"{_three_significant(value)} GB"
 
 
+def decimal(value, places=2):
+    """At most ``places`` decimals, no trailing zeros: 23/3 -> "7.67", 7.5 -> "7.5", 8.0 -> "8"."""
+    text = f"{value:.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def percent(fraction, digits=1):
     return f"{fraction * 100:.{digits}f}%"
 

@@ -67,6 +67,19 @@ def test_figure_08_ledger_share_and_traffic_readouts(params, N, stage, optimizer
     assert shown["comm_psi"].text == f"{psi}Ψ = {fmt.si_count(psi * params)} elements per device"
 
 
+def test_decimal_keeps_at_most_two_places_without_trailing_zeros():
+    assert [fmt.decimal(x) for x in (23 / 3, 7.5, 8.0, 8, 0.004, 10.999)] == ["7.67", "7.5", "8", "8", "0", "11"]
+    assert fmt.decimal(2 / 3, places=3) == "0.667"
+
+
+def test_figure_15_writes_fractional_stash_peaks_to_two_places():
+    view = registry()[15].render({"P": 6, "m": 30, "v": 3})
+    peak = pipeline.simulate("interleaved", 6, 30, 3).peak_stashes
+    assert peak == pytest.approx(23 / 3)
+    assert {r.key: r.text for r in view.readouts}["stashes_interleaved"] == "7.67"
+    assert "peak 7.67 microbatch stashes" in view.svg
+
+
 def test_figure_08_counts_gpus_in_words():
     [shards] = [c for c in registry()[8].controls if c.key == "N"]
     assert [shards.display(n) for n in (1, 2, 1024)] == ["1 GPU", "2 GPUs", "1024 GPUs"]
@@ -131,7 +144,7 @@ def test_figure_15_panel_headers_state_the_simulated_numbers():
     for name in pipeline.SCHEDULES:
         timeline = pipeline.simulate(name, 8, 8, 2 if name == "interleaved" else 1)
         header = (f"{pipeline.SCHEDULE_LABELS[name]} — bubble {timeline.bubble_ratio * 100:.1f}%, "
-                  f"peak {timeline.peak_stashes:g} microbatch stashes (stage {timeline.worst_stage})")
+                  f"peak {fmt.decimal(timeline.peak_stashes)} microbatch stashes (stage {timeline.worst_stage})")
         assert header in texts
     # At P=8, m=8 a forward pass is ~18.6 px: every GPipe, 1F1B and ZB-H1 op carries its
     # microbatch number (128 + 128 + 192); interleaved forwards (v=2, ~9 px) are too narrow,
