@@ -132,7 +132,7 @@ class Timeline:
         stage are distinct and this is each device's program order."""
         rows = []
         for p in self.passes:
-            ends = map(p.duration_s.__add__, p.starts)
+            ends = [start + p.duration_s for start in p.starts]
             rows += zip(repeat(p.stage), repeat(p.kind), range(len(p.starts)), repeat(p.chunk), p.starts, ends)
         rows.sort(key=itemgetter(0, 4))
         return tuple(map(tuple.__new__, repeat(Op), rows))
