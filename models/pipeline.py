@@ -42,8 +42,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, repeat
-import operator
-from operator import itemgetter
+from operator import floordiv, itemgetter, truediv
 
 from models._validate import at_most, choice, positive, positive_int
 
@@ -355,7 +354,7 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     kinds = "FBW" if split else "FB"
     done = len(kinds) * block  # a pseudo-op, finished at t=0: first forwards wait on it
     exact = type(forward_s) is int  # simulate() passes ints only if every pass is whole
-    divide = operator.floordiv if exact else operator.truediv
+    divide = floordiv if exact else truediv
     zero = 0 if exact else 0.0  # comparisons stay int-int or float-float (the fast paths)
     # Zero-bubble split (Qi et al. 2023, Sec. 2): T_B = T_W = half the full backward.
     backward_part_s = divide(backward_s, 2) if split else backward_s
