@@ -35,6 +35,7 @@ class LiveFigure:
         self.outputs = {c.key: element.querySelector(f'output[data-for="{c.key}"]') for c in figure.controls}
         self.plot = element.querySelector('[data-role="plot"]')  # None for a figure without a chart
         self.shown_readouts = ()  # the Readouts on the page, once the runtime has painted them
+        self.shown_values = {}  # slider key -> the text its <output> shows, once written here
         self.error = element.querySelector('[data-role="error"]')
         self.state = figure.validate_state(self.read_controls())
         self.views = OrderedDict()  # state key -> View, most recent last
@@ -84,9 +85,14 @@ class LiveFigure:
         self.show_values()
 
     def show_values(self):
+        """Each slider's value as text, beside it and for screen readers. Only those that
+        changed are written: a rewritten <output> is laid out again even if equal."""
         for control in self.figure.stateful_controls:
             if isinstance(control, Slider):
                 text = control.display(self.state[control.key])
+                if self.shown_values.get(control.key) == text:
+                    continue
+                self.shown_values[control.key] = text
                 self.outputs[control.key].textContent = text
                 self.inputs[control.key].setAttribute("aria-valuetext", text)
 

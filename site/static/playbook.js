@@ -91,12 +91,13 @@
       if (value === null) item.removeAttribute("data-value");
       else item.dataset.value = value;
     }
+    // Each write below invalidates style or layout even when the value is unchanged.
     const noteNode = figure.querySelector('[data-role="note"]');
     if (noteNode.textContent !== note) noteNode.textContent = note;
-    noteNode.hidden = !note;
+    if (noteNode.hidden !== !note) noteNode.hidden = !note;
     const error = figure.querySelector('[data-role="error"]');
     if (!error.hidden) { error.hidden = true; error.textContent = ""; }
-    figure.dataset.state = "live";
+    if (figure.dataset.state !== "live") figure.dataset.state = "live";
   };
 
   // Run plotly.js once Pyodide has started loading (or after a grace period, when
