@@ -64,7 +64,18 @@ def expected_readouts(figure, state):
     return {r.key: {"text": r.text, "value": r.value} for r in figure.render(figure.validate_state(state)).readouts}
 
 
+def assert_sliders_read(page, figure, state):
+    """Each slider's <output> and aria-valuetext state its value as the figure writes it."""
+    state = figure.validate_state(state)
+    for control in figure.stateful_controls:
+        if isinstance(control, Slider):
+            text = control.display(state[control.key])
+            assert page.text_content(f"#{figure.anchor} output[data-for='{control.key}']") == text, control.key
+            assert page.get_attribute(f"#{figure.anchor} [data-control='{control.key}']", "aria-valuetext") == text, control.key
+
+
 def assert_shows(page, figure, state):
+    assert_sliders_read(page, figure, state)
     shown = readouts(page, figure.anchor)
     expected = expected_readouts(figure, state)
     assert shown.keys() == expected.keys()
