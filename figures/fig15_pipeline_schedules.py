@@ -54,18 +54,13 @@ def _chunks(name, state):
 def _named_stages(stages, row_height):
     """The lanes that get a "stage k" label: every lane if rows are tall enough for the
     11 px labels not to touch, else every k-th lane, at most THINNED_STAGE_LABELS of
-    them, always the first and the last. Each <text> costs Chromium ~20 us of layout
+    them; always the first and the last. Each <text> costs Chromium ~20 us of layout
     per redraw, and the tightest views are the largest."""
     stride = math.ceil(LABEL_PITCH_PX / row_height)
     if stride > 1:
         stride = max(stride, math.ceil(stages / THINNED_STAGE_LABELS))
-    named = list(range(0, stages, stride))
-    if named[-1] != stages - 1:
-        if len(named) > 1 and stages - 1 - named[-1] < stride:
-            named[-1] = stages - 1  # the last lane instead of one too close to it
-        else:
-            named.append(stages - 1)
-    return named
+    # every stride-th lane that is a full stride short of the last, then the last
+    return list(range(0, max(stages - stride, 1), stride)) + [stages - 1]
 
 
 @lru_cache(maxsize=64)
