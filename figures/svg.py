@@ -51,13 +51,14 @@ def document(width, height, body, *, label, class_=None):
     )
 
 
-def element(tag, content="", **attributes):
-    inner = _escape(content) if isinstance(content, str) else "".join(content)
-    return f"<{tag}{_attrs(attributes)}>{inner}</{tag}>" if inner else f"<{tag}{_attrs(attributes)}/>"
+def _path(data, **attributes):
+    """One ``<path>`` from path data this module built from numbers (an empty one when
+    there is nothing to draw: ``d`` may not be empty)."""
+    return f"<path{_attrs({'d': _Numbers(data or 'M0 0'), **attributes})}/>"
 
 
 def text(x, y, content, **attributes):
-    return element("text", str(content), x=float(x), y=float(y), **attributes)
+    return texts(((x, y, content),), **attributes)
 
 
 # Numerals drawn as strokes on a 4 x 6 grid (x right, y down), one polyline per stroke.
@@ -118,8 +119,7 @@ def numerals(rows, *, height=6.0, **attributes):
     data = []
     for xs, y, numbers in rows:
         data += map(f"M{{:.1f}} {y:.1f}{{}}".format, xs, map(_numeral_path, numbers, repeat(height)))
-    return element("path", d=_Numbers("".join(data) or "M0 0"), fill="none", stroke_linecap="round",
-                   stroke_linejoin="round", **attributes)
+    return _path("".join(data), fill="none", stroke_linecap="round", stroke_linejoin="round", **attributes)
 
 
 def texts(items, **attributes):
@@ -132,13 +132,13 @@ def texts(items, **attributes):
 def boxes(items, **attributes):
     """Rectangles ``(x, y, width, height)`` as ONE ``<path>`` (style it like a rect)."""
     data = "".join(f"M{x:.2f} {y:.2f}h{w:.2f}v{h:.2f}h{-w:.2f}z" for x, y, w, h in items)
-    return element("path", d=_Numbers(data or "M0 0"), **attributes)
+    return _path(data, **attributes)
 
 
 def segments(items, **attributes):
     """Straight lines ``(x1, y1, x2, y2)`` as ONE ``<path>`` (style it like a line)."""
     data = "".join(f"M{x1:.2f} {y1:.2f}L{x2:.2f} {y2:.2f}" for x1, y1, x2, y2 in items)
-    return element("path", d=_Numbers(data or "M0 0"), fill="none", **attributes)
+    return _path(data, fill="none", **attributes)
 
 
 def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
@@ -166,7 +166,4 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
             else:
                 data.append(f"m{step - length} 0h{length}" * count)
     transform = f"translate({_num(float(x))} {_num(float(y))}) scale({x_scale:.6g} {_num(float(lane_height))})"
-    return element(
-        "path", d=_Numbers("".join(data) or "M0 0"), transform=_Numbers(transform), fill="none",
-        stroke_width=fill_ratio, **attributes
-    )
+    return _path("".join(data), transform=_Numbers(transform), fill="none", stroke_width=fill_ratio, **attributes)
