@@ -148,8 +148,9 @@ class Readout:
         return None if self.value is None else repr(self.value)
 
     def same_slot(self, other):
-        """Shown in the same place with the same label and swatch: only its number differs."""
-        return (self.key, self.label, self.color) == (other.key, other.label, other.color)
+        """Shown in the same place with the same label and swatch, and a raw value on
+        both or neither: only its number differs."""
+        return (self.key, self.label, self.color, self.value is None) == (other.key, other.label, other.color, other.value is None)
 
     def html(self):
         """The readout's markup: baked by the builder and written by the runtime alike."""

@@ -191,15 +191,14 @@ class LiveFigure:
             self.element.dataset.rehearsed = str(REHEARSALS - self.rehearsals_left)
 
     def paint(self, view):
-        if view.plot is not None:
-            window.playbookPlot(self.plot, json.dumps(view.plot))
-        window.playbookPaint(self.element, view.svg, self.readout_changes(view.readouts), view.note)
+        plot = None if view.plot is None else json.dumps(view.plot)
+        window.playbookPaint(self.element, view.svg, plot, self.readout_changes(view.readouts), view.note)
         self.shown_readouts = view.readouts
 
     def readout_changes(self, readouts):
         """For playbookPaint, as JSON: [index, text, value] of each readout whose number
-        changed when the readouts are the ones on the page (same keys, labels and
-        swatches), else the whole list's markup. Re-parsing the list on every move would
+        changed when the readouts are the ones on the page (same keys, labels, swatches
+        and whether they carry a raw value), else the whole list's markup. Re-parsing the list on every move would
         cost ~0.5 ms more in parse and layout."""
         shown = self.shown_readouts
         if len(shown) != len(readouts) or not all(old.same_slot(new) for old, new in zip(shown, readouts)):

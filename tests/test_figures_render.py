@@ -91,3 +91,16 @@ def test_slider_values_are_what_coerce_produces():
             if isinstance(control, Slider):
                 assert control.values[0] == control.min and control.values[-1] == control.max
                 assert all(control.coerce(v) == v for v in control.values)
+
+
+def test_a_readout_keeps_its_slot_only_while_its_number_alone_changes():
+    """The runtime rewrites just the number of a readout in the same slot (playbookPaint);
+    anything else it shows differently makes it rebuild the list."""
+    from figures.contract import Readout
+    shown = Readout("bubble", "GPipe bubble", "27.3%", 0.273, "#4c78a8")
+    assert shown.same_slot(Readout("bubble", "GPipe bubble", "12.0%", 0.12, "#4c78a8"))
+    for other in (Readout("stashes", "GPipe bubble", "12.0%", 0.12, "#4c78a8"),
+                  Readout("bubble", "1F1B bubble", "12.0%", 0.12, "#4c78a8"),
+                  Readout("bubble", "GPipe bubble", "12.0%", 0.12),
+                  Readout("bubble", "GPipe bubble", "not defined here", None, "#4c78a8")):
+        assert not shown.same_slot(other) and not other.same_slot(shown)

@@ -1,7 +1,7 @@
 // The page's only hand-written JavaScript: draw the build-time Plotly snapshots as soon
 // as plotly.js is parsed, show Python's loading progress, and offer the drawing functions
-// the Python runtime calls (playbookPlot, so charts are themed in one place, and
-// playbookPaint, so a move crosses from Python to the DOM once).
+// the Python runtime calls: playbookPaint, so a move crosses from Python to the DOM once,
+// and playbookPlot (through it, and for rehearsals), so charts are themed in one place.
 (function () {
   "use strict";
   const root = document.documentElement;
@@ -69,27 +69,28 @@
     return true;
   };
 
-  // A figure's new drawing, readout numbers and note, painted in ONE call from Python:
-  // every Python-to-DOM operation crosses Pyodide's FFI (~10-50 us each), and a move
-  // used to make some twenty. svg: markup or null/undefined (no diagram). readouts: JSON,
-  // either a string (the whole list's markup, when its entries change) or a list of
-  // [index, text, value] for the entries whose number changed (value null: no raw value).
+  // A figure's new drawing (SVG and/or chart), readout numbers and note, painted in ONE
+  // call from Python: every Python-to-DOM operation crosses Pyodide's FFI (~10-50 us
+  // each), and a move used to make some twenty. svg: markup, plot: a chart spec as JSON,
+  // each null/undefined when the figure has none. readouts: JSON, either a string (the
+  // whole list's markup, when its entries change) or a list of [index, text, value] for
+  // the entries whose number changed (value null: the entry has no raw value).
   // A painted figure is live, and any earlier error message goes away.
-  window.playbookPaint = function (figure, svg, readouts, note) {
+  window.playbookPaint = function (figure, svg, plot, readouts, note) {
     if (svg != null) {
       const view = figure.querySelector('[data-role="view"]');
       const drawn = view.querySelector("svg");
       if (drawn) drawn.outerHTML = svg;
       else view.insertAdjacentHTML("afterbegin", svg);
     }
+    if (plot != null) window.playbookPlot(figure.querySelector('[data-role="plot"]'), plot);
     const list = figure.querySelector('[data-role="readout"]');
     const changes = JSON.parse(readouts);
     if (typeof changes === "string") list.innerHTML = changes;
     else for (const [index, text, value] of changes) {
       const item = list.children[index];
       item.lastElementChild.textContent = text;
-      if (value === null) item.removeAttribute("data-value");
-      else item.dataset.value = value;
+      if (value !== null) item.dataset.value = value;
     }
     // Each write below invalidates style or layout even when the value is unchanged.
     const noteNode = figure.querySelector('[data-role="note"]');
