@@ -25,6 +25,16 @@ def _chunks_for(schedule, v):
     return v if schedule == "interleaved" else 1
 
 
+@st.composite
+def small_pipelines(draw, factor):
+    """(schedule, P, m, v, factors) small enough to simulate by the hundred: v is 1 unless
+    interleaved; factors is None (uniform stages) or one ``factor`` per stage."""
+    schedule = draw(st.sampled_from(SCHEDULES))
+    P = draw(st.integers(1, 8))
+    factors = draw(st.none() | st.lists(factor, min_size=P, max_size=P).map(tuple))
+    return schedule, P, draw(st.integers(1, 16)), _chunks_for(schedule, draw(st.integers(1, 4))), factors
+
+
 # --------------------------------------------------------------------------- helpers: an
 # independent check of any timeline (legality) and an independent re-timing (numpy oracle)
 
@@ -395,18 +405,9 @@ def test_zb_h1_order_keeps_1f1b_warmup_and_defers_w():
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    schedule=st.sampled_from(SCHEDULES),
-    P=st.integers(1, 8),
-    m=st.integers(1, 16),
-    v=st.integers(1, 4),
-    factors=st.none() | st.lists(st.floats(0.25, 4), min_size=8, max_size=8),
-    forward_s=st.floats(0.01, 10),
-    ratio=st.floats(0.5, 4),
-)
-def test_timelines_are_legal_and_match_numpy_oracle(schedule, P, m, v, factors, forward_s, ratio):
-    v = _chunks_for(schedule, v)
-    factors = tuple(factors[:P]) if factors else None
+@given(pipeline=small_pipelines(st.floats(0.25, 4)), forward_s=st.floats(0.01, 10), ratio=st.floats(0.5, 4))
+def test_timelines_are_legal_and_match_numpy_oracle(pipeline, forward_s, ratio):
+    schedule, P, m, v, factors = pipeline
     backward_s = forward_s * ratio
     t = simulate(schedule, P, m, v, forward_s=forward_s, backward_s=backward_s, stage_time_factors=factors)
     assert_legal(t, forward_s, backward_s, factors)
@@ -491,18 +492,9 @@ def test_results_are_cached():
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    schedule=st.sampled_from(SCHEDULES),
-    P=st.integers(1, 8),
-    m=st.integers(1, 16),
-    v=st.integers(1, 4),
-    forward_units=st.integers(1, 5),
-    backward_units=st.integers(1, 10),
-    factors=st.none() | st.lists(st.integers(1, 3), min_size=8, max_size=8),
-)
-def test_whole_tick_times_are_simulated_in_exact_ints(schedule, P, m, v, forward_units, backward_units, factors):
-    v = _chunks_for(schedule, v)
-    factors = tuple(factors[:P]) if factors else None
+@given(pipeline=small_pipelines(st.integers(1, 3)), forward_units=st.integers(1, 5), backward_units=st.integers(1, 10))
+def test_whole_tick_times_are_simulated_in_exact_ints(pipeline, forward_units, backward_units):
+    schedule, P, m, v, factors = pipeline
     forward, backward = forward_units * 2 * v, backward_units * 2 * v  # every pass a whole tick
     exact = simulate(schedule, P, m, v, forward_s=forward, backward_s=backward, stage_time_factors=factors)
     floats = simulate(schedule, P, m, v, forward_s=float(forward), backward_s=float(backward),
