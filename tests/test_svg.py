@@ -7,10 +7,9 @@ import pytest
 from figures import svg
 
 
-def bars(path_markup, unit=None):
+def bars(path_markup):
     """(lane, start, end) of every bar of a ``svg.lanes`` path: its commands (M, m, h)
-    played back with a pen. A run of touching bars is one ``h``, so it splits into bars
-    of ``unit`` length when given (the drawing looks the same either way)."""
+    played back with a pen."""
     d = ET.fromstring(path_markup).get("d")
     drawn, x, y = [], 0.0, 0.0
     for command, numbers in re.findall(r"([MmHh])([^MmHh]*)", d):
@@ -22,8 +21,7 @@ def bars(path_markup, unit=None):
         else:
             assert command == "h" and len(values) == 1 and values[0] > 0, (command, numbers)
             assert (y - 0.5).is_integer() and x.is_integer() and values[0].is_integer()
-            length = unit if unit and values[0] % unit == 0 else values[0]
-            drawn += [(int(y), int(x + i * length), int(x + (i + 1) * length)) for i in range(int(values[0] // length))]
+            drawn.append((int(y), int(x), int(x + values[0])))
             x += values[0]
     return sorted(drawn)
 
@@ -35,18 +33,15 @@ def test_lanes_draws_one_bar_per_start():
     assert svg.lanes([], x=0, y=0, x_scale=1, lane_height=1).count('d="M0 0"') == 1
 
 
-def test_lanes_writes_runs_of_bars_not_single_bars():
-    """After a row's first bar, bars that step by one same amount are one repeated
-    relative command, and touching bars one longer segment."""
+def test_lanes_writes_each_bar_as_one_absolute_segment():
+    """One string format writes a whole row: every bar is ``M start lane.5 h length``,
+    in the order given, whatever the spacing."""
     def d(rows):
         return ET.fromstring(svg.lanes(rows, x=0, y=0, x_scale=1, lane_height=1)).get("d")
 
-    assert d([(2, 12, (0, 30, 60, 90))]) == "M0 2.5h12" + "m18 0h12" * 3
-    assert d([(0, 5, (0, 5, 10, 20, 25))]) == "M0 0.5h5h10m5 0h5h5"
-    rows = [(0, 5, (0, 5, 10, 20, 25)), (1, 5, (40, 35, 30, 3))]
-    assert bars(svg.lanes(rows, x=0, y=0, x_scale=1, lane_height=1), unit=5) == [
-        (0, 0, 5), (0, 5, 10), (0, 10, 15), (0, 20, 25), (0, 25, 30),
-        (1, 3, 8), (1, 30, 35), (1, 35, 40), (1, 40, 45)]
+    assert d([(2, 12, (0, 30, 60, 90))]) == "M0 2.5h12M30 2.5h12M60 2.5h12M90 2.5h12"
+    assert d([(0, 5, (0, 5)), (1, 5, [40, 3])]) == "M0 0.5h5M5 0.5h5M40 1.5h5M3 1.5h5"
+    assert d([(0, 1.5, (0.25,))]) == "M0.25 0.5h1.5"
 
 
 def test_lanes_maps_units_to_pixels_in_its_transform():
