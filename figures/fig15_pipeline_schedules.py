@@ -32,6 +32,7 @@ MAX_LABELLED_OPS = 1200  # beyond this no bar is 13 px wide: skip the label pass
 TICKS_PER_FORWARD = 12
 
 
+@lru_cache(maxsize=16)  # the readouts and the panel ask for the same timeline: validate it once
 def _simulate(name, stages, microbatches, chunks):
     return pipeline.simulate(name, stages, microbatches, chunks,
                              forward_s=TICKS_PER_FORWARD, backward_s=2 * TICKS_PER_FORWARD)
