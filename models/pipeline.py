@@ -41,7 +41,7 @@ import gc
 import math
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property, lru_cache
-from itertools import accumulate, repeat
+from itertools import accumulate, chain, repeat
 from operator import floordiv, itemgetter, truediv
 
 from models._validate import at_most, choice, positive, positive_int
@@ -141,13 +141,27 @@ class Timeline:
 # Per-device op orders, as lists of op ids. Op ids number every pass of the step:
 # kind * block + virtual_stage * m + microbatch, kind 0 = F, 1 = B, 2 = W, where
 # block = virtual stages * m. Virtual stage k lives on device k % P as chunk k // P.
+#
+# Every id list (orders, dependency table) is cut from ONE list whose item i is i, so a
+# simulation copies references to the same int objects instead of creating ~2 x 10^4
+# new ones: an int costs ~45 ns to create in Pyodide, ~15% of Figure 15's simulations.
+_OP_IDS = []
 
 
-def _alternate(first, second):
-    """first[0], second[0], first[1], second[1], ... (equal lengths)."""
-    merged = [0] * (2 * len(first))
-    merged[0::2] = first
-    merged[1::2] = second
+def _op_ids(count):
+    """The shared list whose item i is i, at least ``count`` long. Read it, never change
+    it (it only grows, to the largest step simulated so far)."""
+    if len(_OP_IDS) < count:
+        _OP_IDS.extend(range(len(_OP_IDS), count))
+    return _OP_IDS
+
+
+def _interleave(*sequences):
+    """a[0], b[0], ..., a[1], b[1], ... for sequences a, b, ... of equal length, by
+    slice assignment (no Python step per element)."""
+    merged = [0] * (len(sequences) * len(sequences[0]))
+    for offset, sequence in enumerate(sequences):
+        merged[offset::len(sequences)] = sequence
     return merged
 
 
@@ -158,24 +172,23 @@ def _one_f_one_b(forwards, backwards, warmup):
     steady = len(forwards) - warmup
     return (
         forwards[:warmup]
-        + _alternate(forwards[warmup:], backwards[:steady])
+        + _interleave(forwards[warmup:], backwards[:steady])
         + backwards[steady:]
     )
 
 
-def _gpipe_order(stages, microbatches, device, block):
+def _gpipe_order(stages, microbatches, device, block, ids):
     # GPipe (Huang et al. 2019, Fig. 2c): all forwards, then all backwards, last
     # microbatch first, as autograd unwinds the accumulated graph.
     first = device * microbatches
-    forwards = list(range(first, first + microbatches))
-    return forwards + list(range(block + first + microbatches - 1, block + first - 1, -1))
+    return ids[first:first + microbatches] + ids[block + first:block + first + microbatches][::-1]
 
 
-def _one_f_one_b_order(stages, microbatches, device, block):
+def _one_f_one_b_order(stages, microbatches, device, block, ids):
     # PipeDream-Flush: min(P-d-1, m) warm-up forwards on device d.
     first = device * microbatches
-    forwards = list(range(first, first + microbatches))
-    backwards = list(range(block + first, block + first + microbatches))
+    forwards = ids[first:first + microbatches]
+    backwards = ids[block + first:block + first + microbatches]
     return _one_f_one_b(forwards, backwards, min(stages - device - 1, microbatches))
 
 
@@ -196,34 +209,31 @@ def interleaved_group_size(stages, microbatches):
     return microbatches  # unreachable: size = m always qualifies
 
 
-def _interleaved_orders(stages, microbatches, chunks, block):
+def _interleaved_orders(stages, microbatches, chunks, block, ids):
     # Narayanan et al. 2021, Sec. 2.2.2; Megatron-LM get_schedule_table and
     # get_pp_rank_microbatches: groups of N microbatches go through chunk 0, then
     # chunk 1, ...; device d runs (P-d-1)*2 + (v-1)*N warm-up forwards (capped at
     # m*v), then 1F1B over these "virtual microbatches"; backward k walks the same
     # table with the chunk order reversed.
     group = interleaved_group_size(stages, microbatches)
-    table = []
-    for first in range(0, microbatches, group):
-        members = range(first, min(first + group, microbatches))
-        table += [(i, c) for c in range(chunks) for i in members]
     chunk_stride = stages * microbatches  # id distance between chunks of one device
-    forward_ids = [c * chunk_stride + i for i, c in table]
-    backward_ids = [block + (chunks - 1 - c) * chunk_stride + i for i, c in table]
+    # The table as runs of consecutive ids on device 0, (first id, count): one per group
+    # and chunk. Device d's ids are d*m higher.
+    runs = [(c, first, min(group, microbatches - first)) for first in range(0, microbatches, group) for c in range(chunks)]
+    forward_runs = [(c * chunk_stride + first, count) for c, first, count in runs]
+    backward_runs = [(block + (chunks - 1 - c) * chunk_stride + first, count) for c, first, count in runs]
     total = microbatches * chunks
     orders = []
     for d in range(stages):
         shift = d * microbatches
         warmup = min((stages - d - 1) * 2 + (chunks - 1) * group, total)
-        # comprehensions, not map(shift.__add__, ...): a method-wrapper call per id
-        # costs ~5x as much in Pyodide
-        orders.append(
-            _one_f_one_b([i + shift for i in forward_ids], [i + shift for i in backward_ids], warmup)
-        )
+        forwards = list(chain.from_iterable([ids[shift + a:shift + a + n] for a, n in forward_runs]))
+        backwards = list(chain.from_iterable([ids[shift + a:shift + a + n] for a, n in backward_runs]))
+        orders.append(_one_f_one_b(forwards, backwards, warmup))
     return orders
 
 
-def _zb_h1_order(stages, microbatches, device, block):
+def _zb_h1_order(stages, microbatches, device, block, ids):
     # ZB-H1 (Qi et al. 2023, Sec. 3.1, Fig. 3): 1F1B's warm-up, then F, B and the W
     # of the microbatch `device` backwards earlier; this rule reproduces the paper's
     # bubble (P-1)(T_F+T_B-T_W) and 1F1B's peak memory (both checked by the tests). Holding up to d W's on
@@ -232,25 +242,34 @@ def _zb_h1_order(stages, microbatches, device, block):
     # 1F1B's peak (on stage 0), now reached on every stage.
     m = microbatches
     first = device * m
+    forwards = ids[first:first + m]
+    backwards = ids[block + first:block + first + m]
+    weights = ids[2 * block + first:2 * block + first + m]
     warmup = min(stages - device - 1, m)
-    order = list(range(first, first + warmup))
-    next_w = 0
-    for j in range(m):
-        if warmup + j < m:
-            order.append(first + warmup + j)
-        order.append(block + first + j)
-        if j - next_w >= device:  # more than `device` W's held: release the oldest
-            order.append(2 * block + first + next_w)
-            next_w += 1
-    order += range(2 * block + first + next_w, 2 * block + first + m)
-    return order
+    # Step j = 0 .. m-1 after the warm-up runs F(warmup + j) while forwards are left
+    # (j < with_forward), then B(j), then W(j - device) once `device` W's are held
+    # (j >= releasing); the W's still held run at the end.
+    with_forward, releasing = m - warmup, min(device, m)
+    low, high = min(with_forward, releasing), max(with_forward, releasing)
+    if with_forward <= releasing:  # steps low..high-1 run a B alone
+        middle = backwards[low:high]
+    else:  # they run F, B and W
+        middle = _interleave(forwards[warmup + low:warmup + high], backwards[low:high],
+                             weights[low - device:high - device])
+    return (
+        forwards[:warmup]
+        + _interleave(forwards[warmup:warmup + low], backwards[:low])
+        + middle
+        + _interleave(backwards[high:], weights[high - releasing:m - releasing])
+        + weights[m - releasing:]
+    )
 
 
-def _device_orders(schedule, stages, microbatches, chunks, block):
+def _device_orders(schedule, stages, microbatches, chunks, block, ids):
     if schedule == "interleaved":
-        return _interleaved_orders(stages, microbatches, chunks, block)
+        return _interleaved_orders(stages, microbatches, chunks, block, ids)
     build = {"gpipe": _gpipe_order, "zb-h1": _zb_h1_order}.get(schedule, _one_f_one_b_order)
-    return [build(stages, microbatches, d, block) for d in range(stages)]
+    return [build(stages, microbatches, d, block, ids) for d in range(stages)]
 
 
 # ---------------------------------------------------------------------------
@@ -360,13 +379,14 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     backward_part_s = divide(backward_s, 2) if split else backward_s
 
     # Per-op-id tables, built with list arithmetic (no per-op Python work).
+    ids = _op_ids(done + 1)
     dependency = (
-        [done] * m + list(range(block - m))  # F(i, k) <- F(i, k-1)
-        + list(range(block + m, 2 * block))  # B(i, k) <- B(i, k+1)
-        + list(range(block - m, block))  # ... last virtual stage: B <- its own F
+        [done] * m + ids[:block - m]  # F(i, k) <- F(i, k-1)
+        + ids[block + m:2 * block]  # B(i, k) <- B(i, k+1)
+        + ids[block - m:block]  # ... last virtual stage: B <- its own F
     )
     if split:
-        dependency += range(block, 2 * block)  # W(i, k) <- B(i, k)
+        dependency += ids[block:2 * block]  # W(i, k) <- B(i, k)
     duration = []
     for pass_s in (forward_s, backward_part_s, backward_part_s)[: len(kinds)]:
         for k in range(virtual_stages):
@@ -374,7 +394,7 @@ def _simulate(schedule, stages, microbatches, chunks, forward_s, backward_s, fac
     # A stash is live from F start until the pass that frees it (W for zb-h1) ends.
     stash_change = [1] * block + [0] * (done - 2 * block) + [-1] * block
 
-    programs = _device_orders(schedule, stages, m, chunks, block)
+    programs = _device_orders(schedule, stages, m, chunks, block, ids)
     end = [zero - 1] * done + [zero]
     start = [zero] * done
     free = [zero] * stages
