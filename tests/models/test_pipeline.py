@@ -400,6 +400,66 @@ def test_zb_h1_order_keeps_1f1b_warmup_and_defers_w():
     assert gaps == [P - 1]
 
 
+def _zb_h1_order_by_the_rule(P, m, d, block):
+    """ZB-H1's program on device d written out step by step (Qi et al. 2023, Sec. 3.1):
+    1F1B's warm-up, then per microbatch j its F (while any are left), its B, and the
+    oldest held W once more than d are held; the held W's at the end."""
+    warmup = min(P - d - 1, m)
+    first = d * m
+    order, held = list(range(first, first + warmup)), []
+    for j in range(m):
+        if warmup + j < m:
+            order.append(first + warmup + j)
+        order.append(block + first + j)
+        held.append(2 * block + first + j)
+        if len(held) > d:
+            order.append(held.pop(0))
+    return order + held
+
+
+def _one_f_one_b_order_by_the_rule(forwards, backwards, warmup):
+    steady = len(forwards) - warmup
+    order = forwards[:warmup]
+    for f, b in zip(forwards[warmup:], backwards):
+        order += [f, b]
+    return order + backwards[steady:]
+
+
+def _interleaved_orders_by_the_table(P, m, v, block):
+    """Megatron-LM get_schedule_table, written out: groups of N microbatches through
+    chunk 0, then chunk 1, ...; backwards walk the same table with chunks reversed."""
+    group = PL.interleaved_group_size(P, m)
+    table = [(i, c) for first in range(0, m, group) for c in range(v) for i in range(first, min(first + group, m))]
+    orders = []
+    for d in range(P):
+        forwards = [c * P * m + d * m + i for i, c in table]
+        backwards = [block + (v - 1 - c) * P * m + d * m + i for i, c in table]
+        warmup = min((P - d - 1) * 2 + (v - 1) * group, m * v)
+        orders.append(_one_f_one_b_order_by_the_rule(forwards, backwards, warmup))
+    return orders
+
+
+@pytest.mark.parametrize("P", [1, 2, 3, 4, 7, 11, 16])
+def test_device_orders_are_the_written_out_rules(P):
+    """The orders are built by slicing one shared list of ids (fast in Pyodide); they
+    must be the programs each schedule's rule writes out op by op."""
+    for m in [1, 2, 3, P - 1, P, P + 1, 2 * P + 3, 47, 64]:
+        if m < 1:
+            continue
+        block = P * m
+        ids = PL._op_ids(3 * block * 4 + 1)
+        assert PL._device_orders("zb-h1", P, m, 1, block, ids) == [
+            _zb_h1_order_by_the_rule(P, m, d, block) for d in range(P)]
+        assert PL._device_orders("1f1b", P, m, 1, block, ids) == [
+            _one_f_one_b_order_by_the_rule(list(range(d * m, d * m + m)), list(range(block + d * m, block + d * m + m)),
+                                           min(P - d - 1, m)) for d in range(P)]
+        assert PL._device_orders("gpipe", P, m, 1, block, ids) == [
+            list(range(d * m, d * m + m)) + list(range(block + d * m + m - 1, block + d * m - 1, -1)) for d in range(P)]
+        for v in (2, 3, 4):
+            assert PL._device_orders("interleaved", P, m, v, block * v, ids) == _interleaved_orders_by_the_table(P, m, v, block * v)
+    assert PL._op_ids(5)[:5] == [0, 1, 2, 3, 4]
+
+
 # --------------------------------------------------------------------------- legality and an
 # independent numpy re-timing, on every schedule
 
