@@ -25,6 +25,11 @@ WIDTH, LEFT, RIGHT = 960, 112, 12
 PANEL_GAP, HEADER = 16, 20
 LABEL_PITCH_PX = 13  # closest two "stage k" labels may sit, centre to centre
 THINNED_STAGE_LABELS = 6
+# Axis labels fall on round numbers of forward passes, at most 10 of them (each <text>
+# costs Chromium ~20 us of layout per redraw); a step is at most 2.5x the one before it,
+# so at least 5 labels show.
+NICE_TICK_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000)
+MAX_TICK_LABELS = 10
 MAX_LABELLED_OPS = 1200  # beyond this no bar is 13 px wide: skip the label pass entirely
 # The figure's clock: a forward pass takes 12 ticks, so every op of every schedule (1, 2,
 # 1/v or 2/v forward passes long, v <= 4) starts and ends on a whole tick: the times are
@@ -114,7 +119,7 @@ def render(state):
         parts.append(_panel(name, stages, state["m"], _chunks(name, state), top, row_height, px_per_unit / TICKS_PER_FORWARD))
         top += HEADER + stages * row_height + PANEL_GAP
     axis_y = top
-    tick = max(1, round(longest / 12))
+    tick = next(step for step in NICE_TICK_STEPS if longest / step < MAX_TICK_LABELS)
     ticks = [(LEFT + t * px_per_unit, t) for t in range(0, int(longest) + 1, tick)]
     parts.append(svg.segments([(LEFT, axis_y, WIDTH - RIGHT, axis_y)] + [(x, axis_y, x, axis_y + 4) for x, _ in ticks],
                               class_="svg-axis"))

@@ -166,14 +166,16 @@ def test_figure_15_clock_puts_every_op_on_a_whole_tick(P, m, v):
         assert timeline.bubble_ratio == pytest.approx(reference.bubble_ratio, rel=1e-12)
 
 
-@pytest.mark.parametrize("P,m,v", [(8, 8, 2), (4, 64, 4), (16, 3, 1)])
+@pytest.mark.parametrize("P,m,v", [(8, 8, 2), (4, 64, 4), (16, 3, 1), (2, 1, 1), (16, 64, 4), (5, 2, 1), (11, 47, 4)])
 def test_figure_15_time_axis_reads_in_forward_passes(P, m, v):
     """The longest schedule spans the axis, and every tick label sits where its number
     of forward passes falls on that scale."""
     root = ET.fromstring(registry()[15].render({"P": P, "m": m, "v": v}).svg)
     longest = max(pipeline.simulate(n, P, m, v if n == "interleaved" else 1).makespan for n in pipeline.SCHEDULES)
     ticks = [(float(t.get("x")), int(t.text)) for t in root.iter(f"{SVG}text") if t.get("text-anchor") == "middle"]
-    assert ticks[0] == (fig15.LEFT, 0) and len(ticks) >= 5
+    assert ticks[0] == (fig15.LEFT, 0) and 5 <= len(ticks) <= fig15.MAX_TICK_LABELS
+    step = ticks[1][1]
+    assert step in fig15.NICE_TICK_STEPS and [t for _, t in ticks] == list(range(0, len(ticks) * step, step))
     px_per_forward = (fig15.WIDTH - fig15.LEFT - fig15.RIGHT) / longest  # simulate's default: a forward takes 1
     for x, forwards in ticks:
         assert x == pytest.approx(fig15.LEFT + forwards * px_per_forward, abs=0.06)
