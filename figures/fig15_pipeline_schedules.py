@@ -1,6 +1,7 @@
 """Figure 15: four pipeline schedules on one clock, drawn from the event-level simulation."""
 import math
 from functools import lru_cache
+from operator import itemgetter
 
 from figures import fmt, svg
 from figures.contract import Readout, Slider, View
@@ -69,6 +70,9 @@ def _named_stages(stages, row_height):
     return list(range(0, max(stages - stride, 1), stride)) + [stages - 1]
 
 
+_LANE_ROW = itemgetter(0, 3, 4)  # a Passes' (stage, duration_s, starts), as svg.lanes reads a row
+
+
 @lru_cache(maxsize=64)
 def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
     """One schedule's Gantt panel as SVG markup. Cached: moving v redraws only the
@@ -88,10 +92,11 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
                    for stage in _named_stages(stages, row_height)), class_="svg-label-soft", text_anchor="end"),
     ]
     passes = timeline.passes
-    rows_by_colour = {}  # (kind, chunk) -> one row of bars per stage; tuples unpacked, not read by field (hot path)
-    for stage, kind, chunk, duration_s, starts in passes:
-        rows_by_colour.setdefault((kind, chunk), []).append((stage, duration_s, starts))
-    for (kind, chunk), rows in sorted(rows_by_colour.items()):
+    # Passes come by (stage, kind, chunk): every colour's rows, one per stage, are one
+    # stride-`colours` slice, cut without a Python step per pass.
+    colours = len(passes) // stages
+    for kind, chunk, first in sorted((p.kind, p.chunk, j) for j, p in enumerate(passes[:colours])):
+        rows = map(_LANE_ROW, passes[first::colours])  # (stage, duration, starts) of each stage
         parts.append(svg.lanes(rows, x=LEFT, y=lanes_top, x_scale=px_per_tick, lane_height=row_height,
                                class_=f"op op-{kind} op-chunk-{chunk}"))
     if row_height >= 11 and len(passes) * microbatches <= MAX_LABELLED_OPS:
