@@ -25,7 +25,9 @@ def _attrs(attributes):
 @lru_cache(maxsize=256)
 def _attribute_text(items):
     """`` name="value"`` for each (keyword, value) pair. Cached: a figure passes the same
-    few classes and styles on every redraw, and each costs ~10 us to write in Pyodide."""
+    few classes and styles on every redraw, and each costs ~10 us to write in Pyodide.
+    Values are text or numbers (None or False: left out); never True, which the cache
+    could not tell from 1."""
     parts = []
     for name, value in items:
         if value is None or value is False:
