@@ -101,9 +101,10 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
                                class_=f"op op-{kind} op-chunk-{chunk}"))
     if row_height >= 11 and len(passes) * microbatches <= MAX_LABELLED_OPS:
         numbered = (  # microbatch numbers centred on every bar wide enough to hold them
-            ([LEFT + (start + p.duration_s / 2) * px_per_tick for start in p.starts],
-             lanes_top + (p.stage + 0.5) * row_height, range(1, microbatches + 1))
-            for p in passes if p.duration_s * px_per_tick >= 13
+            ([centre + start * px_per_tick for start in starts],
+             lanes_top + (stage + 0.5) * row_height, range(1, microbatches + 1))
+            for stage, _, _, duration, starts in passes if duration * px_per_tick >= 13
+            for centre in (LEFT + duration / 2 * px_per_tick,)
         )
         parts.append(svg.numerals(numbered, class_="op-label"))
     return "".join(parts)

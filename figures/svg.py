@@ -2,7 +2,6 @@
 from CSS classes (``site/static/playbook.css``) so diagrams follow the light/dark theme."""
 from html import escape
 from functools import lru_cache
-from itertools import repeat
 from re import compile as _regex
 
 _NEEDS_ESCAPE = _regex("[&<>\"']|[^\\x00-\\x7f]").search
@@ -112,7 +111,7 @@ def _coordinates(values):
 
 def numerals(rows, *, height=6.0, **attributes):
     """Whole numbers stroked as ONE ``<path>``; ``rows`` are ``(xs, y, numbers)``: the
-    numbers centred at those x positions on the line at height y.
+    numbers (a range or tuple) centred at those x positions on the line at height y.
 
     Chromium lays out each SVG ``<text>`` separately (~20 us each), so the hundreds of
     small labels a Gantt chart wants would cost a frame; as strokes they are one node.
@@ -120,8 +119,15 @@ def numerals(rows, *, height=6.0, **attributes):
     """
     data = []
     for xs, y, numbers in rows:
-        data += map(f"M{{:.1f}} {y:.1f}{{}}".format, xs, map(_numeral_path, numbers, repeat(height)))
+        data += map(f"M{{:.1f}} {y:.1f}{{}}".format, xs, _numeral_paths(numbers, height))
     return _path("".join(data), fill="none", stroke_linecap="round", stroke_linejoin="round", **attributes)
+
+
+@lru_cache(maxsize=64)
+def _numeral_paths(numbers, height):
+    """``_numeral_path`` of each number, for a row's numbers as one (hashable) sequence,
+    e.g. ``range(1, m + 1)``: a Gantt chart numbers every row the same way."""
+    return tuple(_numeral_path(number, height) for number in numbers)
 
 
 def texts(items, **attributes):
