@@ -153,7 +153,7 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
     """Many bars on horizontal lanes as ONE ``<path>``, the way a Gantt chart needs them.
 
     ``rows`` are ``(lane, length, starts)``: bars of one ``length`` on lane ``lane``, one
-    per start (a tuple). Starts and lengths are in the caller's units (say ticks of a
+    per start (any sequence). Starts and lengths are in the caller's units (say ticks of a
     clock; ints keep the path short); the path's transform maps them to pixels. Each bar
     is a stroked segment (``M start lane.5 h length``) whose stroke fills ``fill_ratio`` of
     its lane: thousands of bars stay one DOM node. A row is written by ONE string format
