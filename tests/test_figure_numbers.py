@@ -70,6 +70,7 @@ def test_figure_08_ledger_share_and_traffic_readouts(params, N, stage, optimizer
 def test_decimal_keeps_at_most_two_places_without_trailing_zeros():
     assert [fmt.decimal(x) for x in (23 / 3, 7.5, 8.0, 8, 0.004, 10.999)] == ["7.67", "7.5", "8", "8", "0", "11"]
     assert fmt.decimal(2 / 3, places=3) == "0.667"
+    assert fmt.decimal(-0.001) == "0" and fmt.decimal(-1.5) == "-1.5"  # svg coordinates use it too
 
 
 def test_figure_15_writes_fractional_stash_peaks_to_two_places():
