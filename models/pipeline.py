@@ -259,7 +259,7 @@ def _zb_h1_order(stages, microbatches, device, block, ids):
         middle = backwards[low:high]
     else:  # they run F, B and W
         middle = _interleave(forwards[warmup + low:warmup + high], backwards[low:high],
-                             weights[low - device:high - device])
+                             weights[low - releasing:high - releasing])
     return (
         forwards[:warmup]
         + _interleave(forwards[warmup:warmup + low], backwards[:low])

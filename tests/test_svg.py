@@ -8,22 +8,14 @@ from figures import svg
 
 
 def bars(path_markup):
-    """(lane, start, end) of every bar of a ``svg.lanes`` path: its commands (M, m, h)
-    played back with a pen."""
+    """(lane, start, end) of every bar of a ``svg.lanes`` path, which must hold nothing
+    but ``M start lane.5 h length`` segments."""
     d = ET.fromstring(path_markup).get("d")
-    drawn, x, y = [], 0.0, 0.0
-    for command, numbers in re.findall(r"([MmHh])([^MmHh]*)", d):
-        values = [float(v) for v in re.findall(r"-?[\d.]+", numbers)]
-        if command == "M":
-            x, y = values
-        elif command == "m":
-            x, y = x + values[0], y + values[1]
-        else:
-            assert command == "h" and len(values) == 1 and values[0] > 0, (command, numbers)
-            assert (y - 0.5).is_integer() and x.is_integer() and values[0].is_integer()
-            drawn.append((int(y), int(x), int(x + values[0])))
-            x += values[0]
-    return sorted(drawn)
+    segments = re.findall(r"M(-?[\d.]+) (\d+)\.5h([\d.]+)", d)
+    assert "".join(f"M{start} {lane}.5h{length}" for start, lane, length in segments) == d, d
+    assert all(float(length) > 0 and float(start).is_integer() and float(length).is_integer()
+               for start, _, length in segments)
+    return sorted((int(lane), int(float(start)), int(float(start) + float(length))) for start, lane, length in segments)
 
 
 def test_lanes_draws_one_bar_per_start():
