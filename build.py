@@ -59,6 +59,10 @@ FIGURE_DIRECTIVE = "figure"
 FIGURE_MARKER = re.compile(r"<!--\s*figure\s+(\d\d):\s*([^>]*?)\s*-->")
 HEADING_ANCHOR = re.compile(r"\s*\{#([a-z0-9][a-z0-9-]*)\}\s*$")
 CITATION = re.compile(r"\[@([A-Za-z0-9_-]+)\]")
+# Prose quotes a figure's number as {{08.per_device_bytes}} (its default state) or
+# {{08.ledger_fraction|N=8,stage=3}} (another state): the build writes the readout's text,
+# so the prose and the figure cannot disagree.
+READOUT_QUOTE = re.compile(r"\{\{(\d\d)\.([A-Za-z_][A-Za-z0-9_-]*)(?:\|([^}]*))?\}\}")
 WORDS_PER_MINUTE = 230
 
 
@@ -277,7 +281,37 @@ class Article:
         self.source = Source(path)
         text = path.read_text(encoding="utf-8")
         rendered = self.md.render(text)
+        rendered = READOUT_QUOTE.sub(lambda match: self._quote(match, text), rendered)
         return CITATION.sub(lambda match: self._cite(match.group(1), text), rendered)
+
+    def _quote(self, match, text):
+        """The text of one readout of a figure at its default state or the state the quote
+        names; any unknown figure, key or state value is a build error."""
+        from figures.contract import format_value
+
+        number, key, spec = int(match.group(1)), match.group(2), match.group(3)
+        line = next((i for i, row in enumerate(text.splitlines()) if match.group(0).split("|")[0] in row), 0)
+        where = self.source.where(line)
+        if number not in self.figures:
+            raise BuildError(f"{where}: {match.group(0)} quotes figure {number:02d}, which is not built")
+        figure = self.figures[number]
+        state = figure.default_state()
+        for part in filter(None, (spec or "").split(",")):
+            name, _, value = part.strip().partition("=")
+            try:
+                control = figure.control(name)
+                state[name] = control.coerce(value)
+            except (KeyError, ValueError, TypeError):
+                raise BuildError(f"{where}: {match.group(0)}: figure {number:02d} has no state {name}={value}") from None
+            if format_value(state[name]) != value.strip():
+                raise BuildError(f"{where}: {match.group(0)}: {name}={value} is not one of its control's values "
+                                 f"(nearest: {format_value(state[name])})")
+        readouts = {r.key: r for r in figure.render(figure.validate_state(state)).readouts}
+        if key not in readouts:
+            raise BuildError(f"{where}: {match.group(0)}: figure {number:02d} has no readout {key!r} "
+                             f"(it has {', '.join(readouts)})")
+        return (f'<span class="quoted-readout" data-figure="{number:02d}" data-key="{html.escape(key)}">'
+                f"{html.escape(readouts[key].text)}</span>")
 
     def _cite(self, key, text):
         if key not in self.references:
@@ -335,7 +369,7 @@ def count_words(html_text):
 
 def build(dist=ROOT / "dist", base_url="/"):
     sys.path.insert(0, str(ROOT))
-    from figures import registry
+    from figures import palette, registry
     from models import strategies
 
     if not base_url.startswith("/") or not base_url.endswith("/"):
@@ -352,7 +386,8 @@ def build(dist=ROOT / "dist", base_url="/"):
         indent=1,
     ).encode()
     config_path = write_hashed(dist, "py", "pyscript", ".json", config)
-    stylesheet = write_hashed(dist, "assets", "playbook", ".css", (SITE / "static/playbook.css").read_bytes())
+    stylesheet = write_hashed(dist, "assets", "playbook", ".css",
+                              palette.css().encode() + (SITE / "static/playbook.css").read_bytes())
     script = write_hashed(dist, "assets", "playbook", ".js", (SITE / "static/playbook.js").read_bytes())
 
     templates = jinja2.Environment(
@@ -385,6 +420,7 @@ def build(dist=ROOT / "dist", base_url="/"):
             pyscript_config=f"{base_url}{config_path}",
             stylesheet=f"{base_url}{stylesheet}",
             script=f"{base_url}{script}",
+            palette_dark=json.dumps(palette.dark_map(), sort_keys=True),
         )
     except jinja2.TemplateError as error:
         raise BuildError(f"{template_location(error)}: template error: {error}") from error

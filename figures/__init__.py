@@ -27,6 +27,7 @@ def _load(module_name):
         caption=module.CAPTION,
         controls=tuple(module.CONTROLS),
         render=module.render,
+        constrain=getattr(module, "constrain", None),
     )
 
 

@@ -64,7 +64,7 @@ class Slider:
         return tuple(self.coerce(self.min + i * self.step) for i in range(int(round((self.max - self.min) / self.step)) + 1))
 
     def display(self, value):
-        text = self.format(value) if self.format else _format_value(value)
+        text = self.format(value) if self.format else format_value(value)
         return f"{text} {self.unit}".strip()
 
     def position(self, value):
@@ -121,6 +121,65 @@ class Toggle:
 
 
 @dataclass(frozen=True)
+class Number:
+    """A number the reader types (the planner lab's fields). Unlike a slider it is not
+    snapped in silence: text that is not a number, or a value outside [min, max], raises
+    ``ValueError`` with a message written for the reader, which ``Figure.check_state``
+    returns so the page can show it next to the field (the figure keeps its last good
+    value meanwhile). Accepts "1e9", "7B", "70 000", "1,024"; ``integer`` fields must be
+    whole. ``samples`` are values the tests and the render-ahead try besides the ends."""
+
+    key: str
+    label: str
+    min: float = 0
+    max: float = 1
+    default: float = 0
+    unit: str = ""
+    integer: bool = False
+    samples: tuple = ()
+
+    _SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+    def __post_init__(self):
+        if not self.min <= self.default <= self.max:
+            raise ValueError(f"{self.key}: default {self.default!r} outside [{self.min}, {self.max}]")
+
+    def coerce(self, raw):
+        if isinstance(raw, bool):
+            raise ValueError(f"{self.label}: enter a number")
+        if isinstance(raw, (int, float)):
+            value = float(raw)
+        else:
+            text = str(raw).strip().replace(",", "").replace(" ", "").replace("_", "")
+            if not text:
+                raise ValueError(f"{self.label}: enter a number")
+            scale = self._SUFFIXES.get(text[-1].lower(), 1) if text[-1].isalpha() and text[-2:-1].isdigit() else 1
+            try:
+                value = float(text[:-1] if scale != 1 else text) * scale
+            except ValueError:
+                raise ValueError(f"{self.label}: {str(raw).strip()!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ValueError(f"{self.label}: enter a finite number")
+        if value < self.min:
+            raise ValueError(f"{self.label}: at least {format_value(self.min)}{(' ' + self.unit) if self.unit else ''}")
+        if value > self.max:
+            raise ValueError(f"{self.label}: at most {format_value(self.max)}{(' ' + self.unit) if self.unit else ''}")
+        if self.integer:
+            if not value.is_integer():
+                raise ValueError(f"{self.label}: a whole number")
+            return int(value)
+        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+    @property
+    def values(self):
+        """Values the tests and the render-ahead may use: the ends, the default, the samples."""
+        return tuple(sorted({self.coerce(v) for v in (self.min, self.default, self.max, *self.samples)}))
+
+    def display(self, value):
+        return format_value(value)
+
+
+@dataclass(frozen=True)
 class Button:
     """A push button. ``press`` is a pure function ``state -> state`` (for example, advance
     an animation step or reset); it lives in the figure module beside ``render``."""
@@ -133,8 +192,9 @@ class Button:
 @dataclass(frozen=True)
 class Readout:
     """One key number. ``value`` is the raw number (for tests and machine readers),
-    ``text`` is what the reader sees. ``color`` is the colour of the series the number
-    describes, shown as a swatch: readouts then double as the chart's legend."""
+    ``text`` is what the reader sees. ``color`` is the palette key (``figures.palette``)
+    of the series the number describes, shown as a swatch: readouts then double as the
+    chart's legend."""
 
     key: str
     label: str
@@ -155,7 +215,7 @@ class Readout:
     def html(self):
         """The readout's markup: baked by the builder and written by the runtime alike."""
         value = "" if self.data_value is None else f' data-value="{self.data_value}"'
-        swatch = "" if self.color is None else f'<span class="swatch" style="background:{escape(self.color)}" aria-hidden="true"></span>'
+        swatch = "" if self.color is None else f'<span class="swatch bg-{escape(self.color)}" aria-hidden="true"></span>'
         return (
             f'<div class="readout" data-key="{escape(self.key)}"{value}>'
             f"<dt>{swatch}{escape(self.label)}</dt><dd>{escape(self.text)}</dd></div>"
@@ -166,12 +226,15 @@ class Readout:
 class View:
     """What ``render`` returns: an SVG diagram and/or a Plotly figure spec (plain dicts),
     plus readouts. ``note`` is an optional sentence shown under the drawing (e.g. why a
-    panel is empty for this state)."""
+    panel is empty for this state). ``alt`` is the drawing's text alternative: what it
+    shows for THIS state, in a sentence or three with its key numbers (screen readers
+    read it; every figure must give one)."""
 
     svg: str | None = None
     plot: dict | None = None
     readouts: tuple = ()
     note: str = ""
+    alt: str = ""
 
     def summary(self):
         """Plain-text summary of the readouts, shown when a chart cannot be drawn."""
@@ -188,6 +251,10 @@ class Figure:
     caption: str
     controls: tuple
     render: object = field(repr=False)
+    # The module's optional ``constrain(state) -> state``: where one control's valid range
+    # depends on another (a rank below the world size, a degree dividing the GPUs per
+    # node), it snaps the state into range; the page then moves the control to match.
+    constrain: object = field(default=None, repr=False)
 
     @property
     def anchor(self):
@@ -209,7 +276,15 @@ class Figure:
     def validate_state(self, raw):
         """A complete, valid state from a partial or messy one: unknown keys are dropped,
         unreadable values fall back to the default, numbers snap to the control's grid."""
-        state = self.default_state()
+        return self.check_state(raw)[0]
+
+    def check_state(self, raw, fallback=None):
+        """``(state, errors)``: the valid state for ``raw`` as ``validate_state`` makes it,
+        except that a value that cannot be read keeps ``fallback``'s value (the last good
+        state; the default if none), and ``errors`` maps each such key to a message for
+        the reader (shown next to a typed field)."""
+        state = dict(fallback) if fallback is not None else self.default_state()
+        errors = {}
         for key, value in raw.items():
             try:
                 control = self.control(key)
@@ -219,9 +294,11 @@ class Figure:
                 continue
             try:
                 state[key] = control.coerce(value)
-            except (TypeError, ValueError):
-                pass
-        return state
+            except (TypeError, ValueError) as error:
+                errors[key] = str(error)
+        if self.constrain is not None:
+            state = self.constrain(dict(state))
+        return state, errors
 
     def press(self, key, state):
         button = self.control(key)
@@ -241,7 +318,21 @@ def nearby_states(figure, state, limit):
         here = values.index(state[control.key])
         ranked += [(abs(i - here), order, i < here, control.key, value) for i, value in enumerate(values) if i != here]
     ranked.sort(key=lambda entry: entry[:3])
-    return [{**state, key: value} for _, _, _, key, value in ranked[:limit]]
+    if figure.constrain is None:
+        return [{**state, key: value} for _, _, _, key, value in ranked[:limit]]
+    nearby, seen = [], {_state_key(state)}
+    for _, _, _, key, value in ranked:
+        candidate = figure.validate_state({**state, key: value})
+        if _state_key(candidate) not in seen:
+            seen.add(_state_key(candidate))
+            nearby.append(candidate)
+            if len(nearby) == limit:
+                break
+    return nearby
+
+
+def _state_key(state):
+    return tuple(sorted(state.items()))
 
 
 def log_stops(low, high, mantissas=(1, 1.5, 2, 3, 5, 7.5)):
@@ -261,7 +352,7 @@ def log_stops(low, high, mantissas=(1, 1.5, 2, 3, 5, 7.5)):
 def encode_state(figure, state):
     """``state`` as the URL fragment ``fig-15:P=8,m=16`` (only values that differ from the default)."""
     defaults = figure.default_state()
-    parts = [f"{c.key}={_format_value(state[c.key])}" for c in figure.stateful_controls if state[c.key] != defaults[c.key]]
+    parts = [f"{c.key}={format_value(state[c.key])}" for c in figure.stateful_controls if state[c.key] != defaults[c.key]]
     return figure.anchor + (":" + ",".join(parts) if parts else "")
 
 
@@ -279,7 +370,7 @@ def decode_fragment(fragment):
     return int(name[4:]), values
 
 
-def _format_value(value):
+def format_value(value):
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:

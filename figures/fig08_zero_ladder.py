@@ -1,5 +1,5 @@
 """Figure 08: the ZeRO ladder — per-device model-state bytes for DDP and ZeRO-1/2/3."""
-from figures import fmt
+from figures import fmt, palette
 from figures.contract import Readout, Select, Slider, View
 from models import memory
 
@@ -23,7 +23,7 @@ CONTROLS = (
     Select("optimizer", "Optimizer", options=tuple((k, o.label) for k, o in memory.OPTIMIZERS.items()), default="adam_mixed"),
 )
 
-PARTS = (("params_bytes", "Parameters", "#4c78a8"), ("grads_bytes", "Gradients", "#f58518"), ("optimizer_bytes", "Optimizer state", "#54a24b"))
+PARTS = (("params", "Parameters"), ("grads", "Gradients"), ("optimizer", "Optimizer state"))  # palette keys
 
 
 def render(state):
@@ -35,7 +35,8 @@ def render(state):
     # One bar trace for all twelve segments (each stacked on its explicit base), with each
     # stack's total as the text of its top segment: plotly redraws one trace per move
     # instead of four, and the readouts carry the legend.
-    segments = [(s, name, color, getattr(ladder[s], field) / 1e9) for field, name, color in PARTS for s in memory.STAGES]
+    segments = [(s, name, palette.plot(part), getattr(ladder[s], f"{part}_bytes") / 1e9)
+                for part, name in PARTS for s in memory.STAGES]
     top = len(segments) - len(memory.STAGES)
     below = dict.fromkeys(memory.STAGES, 0.0)
     bases = []
@@ -76,8 +77,9 @@ def render(state):
                                    grad_bytes=optimizer.grad_bytes, optimizer_bytes=optimizer.optimizer_bytes)
     readouts = (
         Readout("per_device_bytes", f"{stage_name}, per device", fmt.gigabytes(states.total_bytes), states.total_bytes),
-        *(Readout(field, name.lower(), fmt.gigabytes(getattr(states, field)), getattr(states, field), color)
-          for field, name, color in PARTS),
+        *(Readout(f"{part}_bytes", name.lower(), fmt.gigabytes(getattr(states, f"{part}_bytes")),
+                  getattr(states, f"{part}_bytes"), part)
+          for part, name in PARTS),
         Readout(
             "comm_psi",
             "communication per step",
@@ -86,4 +88,10 @@ def render(state):
         ),
         Readout("ledger_fraction", "share of the unsharded ledger", fmt.percent(share), share),
     )
-    return View(plot={"data": data, "layout": layout}, readouts=readouts)
+    alt = (
+        f"Stacked bars of per-device model-state bytes at {fmt.si_count(state['params'])} parameters, "
+        f"sharded {state['N']} ways, {optimizer.label}: "
+        + ", ".join(f"{memory.STAGE_LABELS[s]} {fmt.gigabytes(ladder[s].total_bytes)}" for s in memory.STAGES)
+        + f". {stage_name} is highlighted."
+    )
+    return View(plot={"data": data, "layout": layout}, readouts=readouts, alt=alt)

@@ -159,4 +159,11 @@ def render(state):
             "bubble at (P−1)/(v·m+P−1) but holds more activations."
         )
     note = " ".join(notes)
-    return View(svg=drawing, readouts=tuple(readouts), note=note)
+    alt = (
+        f"Four Gantt charts on one time axis, P = {stages} stages by m = {state['m']} microbatches "
+        f"(interleaved with v = {state['v']} chunks per device). Bubble: "
+        + "; ".join(f"{pipeline.SCHEDULE_LABELS[n]} " + (fmt.percent(t.bubble_ratio) if n in timelines else "not defined")
+                    for n in pipeline.SCHEDULES for t in (timelines.get(n),))
+        + "."
+    )
+    return View(svg=drawing, readouts=tuple(readouts), note=note, alt=alt)

@@ -17,7 +17,7 @@ from pyscript import document, window
 from pyscript.ffi import create_proxy
 
 from figures import registry
-from figures.contract import Slider, Select, Toggle, Button, decode_fragment, encode_state, nearby_states
+from figures.contract import Slider, Select, Toggle, Button, Number, decode_fragment, encode_state, nearby_states
 
 _live = {}  # figure number -> LiveFigure
 _proxies = []  # event listeners must outlive this module's frames
@@ -37,6 +37,8 @@ class LiveFigure:
         self.shown_readouts = ()  # the Readouts on the page, once the runtime has painted them
         self.shown_values = {}  # slider key -> the text its <output> shows, once written here
         self.error = element.querySelector('[data-role="error"]')
+        self.field_errors = {c.key: element.querySelector(f'[data-role="field-error"][data-for="{c.key}"]')
+                             for c in figure.controls if isinstance(c, Number)}
         self.state = figure.validate_state(self.read_controls())
         self.views = OrderedDict()  # state key -> View, most recent last
         self.upcoming = []  # states one control change away, rendered while the reader is idle
@@ -72,11 +74,16 @@ class LiveFigure:
                 raw[control.key] = node.value
         return raw
 
-    def write_controls(self):
+    def write_controls(self, typed_fields=True):
+        """Set every control to the state; ``typed_fields=False`` leaves the text a reader
+        is typing alone (a constraint moving another control must not rewrite it)."""
         for control in self.figure.stateful_controls:
             node = self.inputs[control.key]
             value = self.state[control.key]
-            if isinstance(control, Slider):
+            if isinstance(control, Number):
+                if typed_fields:
+                    node.value = control.display(value)
+            elif isinstance(control, Slider):
                 node.value = str(control.position(value))
             elif isinstance(control, Toggle):
                 node.checked = bool(value)
@@ -98,12 +105,24 @@ class LiveFigure:
 
     # -- events -------------------------------------------------------------
     def on_input(self):
-        state = self.figure.validate_state(self.read_controls())
-        if state == self.state and self.element.dataset.state == "live":
-            return  # e.g. a slider dragged within one step: the drawing already shows it
+        state, errors = self.figure.check_state(self.read_controls(), fallback=self.state)
+        self.show_field_errors(errors)
+        unchanged = state == self.state
         self.state = state
+        if self.figure.constrain is not None:  # it may have moved a control (a rank past the world's end)
+            self.write_controls(typed_fields=False)
+        if unchanged and self.element.dataset.state == "live":
+            return  # e.g. a slider dragged within one step: the drawing already shows it
         self.show()
         self.show_values()  # after the drawing: plotly measures text, which lays out anything already changed
+
+    def show_field_errors(self, errors):
+        for key, node in self.field_errors.items():
+            message = errors.get(key, "")
+            if node.textContent != message:
+                node.textContent = message
+                node.hidden = not message
+                self.inputs[key].setAttribute("aria-invalid", "true" if message else "false")
 
     def on_press(self, key):
         try:
@@ -192,7 +211,7 @@ class LiveFigure:
 
     def paint(self, view):
         plot = None if view.plot is None else json.dumps(view.plot)
-        window.playbookPaint(self.element, view.svg, plot, self.readout_changes(view.readouts), view.note)
+        window.playbookPaint(self.element, view.svg, plot, self.readout_changes(view.readouts), view.note, view.alt)
         self.shown_readouts = view.readouts
 
     def readout_changes(self, readouts):

@@ -113,6 +113,10 @@ def render_markdown(tmp_path, text, name="07-test.md"):
         ("## A {#a}\n\nAs shown [@nobody].\n", r"07-test.md:3: unknown reference \[@nobody\]"),
         ("## A {#a}\n\n:::{often-said}\nonly a claim\n:::\n", r"07-test.md:3: an often-said callout needs"),
         ("## A {#a}\n\n:::{card} nope\n:::\n", r"07-test.md:3: unknown card"),
+        ("## A {#a}\n\nIt reads {{99.x}}.\n", r"07-test.md:3: \{\{99.x\}\} quotes figure 99, which is not built"),
+        ("## A {#a}\n\nIt reads {{08.nope}}.\n", r"07-test.md:3: .*figure 08 has no readout 'nope'"),
+        ("## A {#a}\n\nIt reads\n{{08.per_device_bytes|N=7}}.\n", r"07-test.md:4: .*N=7 is not one of its control's values \(nearest: 8\)"),
+        ("## A {#a}\n\nIt reads {{08.per_device_bytes|Q=7}}.\n", r"07-test.md:3: .*figure 08 has no state Q=7"),
     ],
 )
 def test_source_mistakes_name_file_and_line(tmp_path, text, message):
@@ -154,3 +158,13 @@ def test_a_template_error_fails_the_build_with_its_location(tmp_path, monkeypatc
     (tmp_path / "content" / "01-a.md").write_text("## A {#a}\n\n:::{figure} 8\n:::\n\n:::{figure} 15\n:::\n")
     with pytest.raises(build.BuildError, match=r"page\.html:2: template error"):
         build.build(tmp_path / "dist")
+
+
+def test_prose_quotes_a_figure_readout_at_its_default_or_a_named_state(tmp_path):
+    """{{NN.key}} in prose is the figure's own readout text, so prose and figure agree."""
+    _, html = render_markdown(tmp_path, "## A {#a}\n\nDDP needs {{08.per_device_bytes|stage=0}}, ZeRO-3 {{08.per_device_bytes}}.\n")
+    figure = registry()[8]
+    ddp = {r.key: r.text for r in figure.render({**figure.default_state(), "stage": 0}).readouts}["per_device_bytes"]
+    assert ddp == "120 GB"
+    assert html.count('class="quoted-readout"') == 2
+    assert f'data-key="per_device_bytes">{ddp}</span>, ZeRO-3 <span' in html and ">1.88 GB</span>" in html

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from figures import fig15_pipeline_schedules as fig15, fmt, registry
+from figures import fig15_pipeline_schedules as fig15, fmt, palette, registry
 from models import memory, pipeline
 from tests.test_svg import bars, numbers_drawn
 
@@ -49,7 +49,7 @@ def test_figure_08_bars_stack_to_the_model_totals():
     assert [o for x, o in zip(bars["x"], bars["marker"]["opacity"]) if o == 1.0] == [1.0] * 3
     # no plotly legend: the three part readouts carry the colours instead
     assert view.plot["layout"]["showlegend"] is False
-    assert {r.key: r.color for r in view.readouts if r.color} == {
+    assert {r.key: palette.plot(r.color) for r in view.readouts if r.color} == {
         "params_bytes": bars["marker"]["color"][0], "grads_bytes": bars["marker"]["color"][4],
         "optimizer_bytes": bars["marker"]["color"][8]}
 

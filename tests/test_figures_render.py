@@ -30,6 +30,7 @@ def check_view(figure, view):
     if view.plot:
         go.Figure(view.plot)  # raises on any property plotly.js would not understand
     assert view.readouts, "a figure must report its key numbers"
+    assert len(view.alt) >= 40 and "nan" not in view.alt.lower().replace("nano", ""), "a figure must describe its drawing (View.alt)"
     for readout in view.readouts:
         assert readout.text and "nan" not in readout.text.lower() and "inf" not in readout.text.lower()
         if readout.value is not None:
@@ -74,6 +75,10 @@ def test_messy_url_values_fall_back_to_valid_states(figure):
 def test_nearby_states_are_single_control_changes_nearest_first(figure):
     state = figure.default_state()
     nearby = nearby_states(figure, state, 10_000)
+    if figure.constrain is not None:  # a change may snap other controls: distinct valid states, then
+        assert len({tuple(sorted(s.items())) for s in nearby}) == len(nearby) and state not in nearby
+        assert all(figure.validate_state(s) == s for s in nearby)
+        return
     expected_count = sum(len(c.values) - 1 for c in figure.stateful_controls)
     assert len(nearby) == expected_count == len({tuple(sorted(s.items())) for s in nearby})
     distance = []

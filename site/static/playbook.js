@@ -13,7 +13,8 @@
   matchMedia("(prefers-color-scheme: dark)").addEventListener("change", function () {
     theme = null;
     document.querySelectorAll(".js-plotly-plot").forEach(function (plot) {
-      window.Plotly.relayout(plot, themed(plot, plot.layout));
+      const spec = shown.get(plot);
+      if (spec) window.playbookPlot(plot, spec);
     });
   });
   function currentTheme(container) {
@@ -26,6 +27,23 @@
       };
     }
     return theme;
+  }
+
+  // Figures name colours from figures/palette.py; a chart's spec carries the light
+  // values, and on a dark page each is swapped for its dark twin (the build writes the
+  // table into the page as #palette-dark).
+  const darkQuery = matchMedia("(prefers-color-scheme: dark)");
+  const paletteNode = document.getElementById("palette-dark");
+  const darkColours = paletteNode ? JSON.parse(paletteNode.textContent) : {};
+  function recoloured(value) {
+    if (typeof value === "string") return darkColours[value.toLowerCase()] || value;
+    if (Array.isArray(value)) return value.length && typeof value[0] === "number" ? value : value.map(recoloured);
+    if (value && typeof value === "object") {
+      const copy = {};
+      for (const key in value) copy[key] = /colou?r$|^fillcolor$|^bgcolor$/i.test(key) || typeof value[key] === "object" ? recoloured(value[key]) : value[key];
+      return copy;
+    }
+    return value;
   }
 
   function themed(container, layout) {
@@ -51,7 +69,9 @@
     }
     const fallback = container.querySelector(".plot-fallback");
     if (fallback) fallback.remove();
-    window.Plotly.react(container, spec.data, themed(container, spec.layout || {}), config);
+    const data = darkQuery.matches ? recoloured(spec.data) : spec.data;
+    const layout = themed(container, darkQuery.matches ? recoloured(spec.layout || {}) : spec.layout || {});
+    window.Plotly.react(container, data, layout, config);
     shown.set(container, spec);
     return true;
   };
@@ -69,14 +89,14 @@
     return true;
   };
 
-  // A figure's new drawing (SVG and/or chart), readout numbers and note, painted in ONE
+  // A figure's new drawing (SVG and/or chart), readout numbers, note and text alternative, painted in ONE
   // call from Python: every Python-to-DOM operation crosses Pyodide's FFI (~10-50 us
   // each), and a move used to make some twenty. svg: markup, plot: a chart spec as JSON,
   // each null/undefined when the figure has none. readouts: JSON, either a string (the
   // whole list's markup, when its entries change) or a list of [index, text, value] for
   // the entries whose number changed (value null: the entry has no raw value).
   // A painted figure is live, and any earlier error message goes away.
-  window.playbookPaint = function (figure, svg, plot, readouts, note) {
+  window.playbookPaint = function (figure, svg, plot, readouts, note, alt) {
     if (svg != null) {
       const view = figure.querySelector('[data-role="view"]');
       const drawn = view.querySelector("svg");
@@ -96,6 +116,8 @@
     const noteNode = figure.querySelector('[data-role="note"]');
     if (noteNode.textContent !== note) noteNode.textContent = note;
     if (noteNode.hidden !== !note) noteNode.hidden = !note;
+    const altNode = figure.querySelector('[data-role="alt"]');
+    if (altNode.textContent !== alt) altNode.textContent = alt;
     const error = figure.querySelector('[data-role="error"]');
     if (!error.hidden) { error.hidden = true; error.textContent = ""; }
     if (figure.dataset.state !== "live") figure.dataset.state = "live";

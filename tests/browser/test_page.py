@@ -8,9 +8,11 @@ import zipfile
 import pytest
 
 from figures import registry
-from figures.contract import Select, Slider, Toggle, encode_state, nearby_states
+from figures.contract import encode_state, nearby_states
 from models import memory, pipeline
 
+from tests.browser.drive import (assert_shows, move_and_check, other_value, read_state, readouts, readouts_state,
+                                 set_control, view_fingerprint)
 from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
@@ -22,67 +24,6 @@ def session(browser, base_url):
     session.open("/")
     yield session
     session.close()
-
-
-def readouts(page, anchor):
-    return page.eval_on_selector_all(
-        f"#{anchor} [data-role=readout] [data-key]",
-        "nodes => Object.fromEntries(nodes.map(n => [n.dataset.key, {text: n.querySelector('dd').textContent, value: n.dataset.value === undefined ? null : Number(n.dataset.value)}]))",
-    )
-
-
-def view_fingerprint(page, anchor):
-    """The drawing as the browser holds it: SVG markup, or the data Plotly is showing."""
-    return page.eval_on_selector(
-        f"#{anchor} [data-role=view]",
-        "view => { const plot = view.querySelector('.js-plotly-plot');"
-        " return plot ? JSON.stringify(plot.data.map(t => [t.x, t.y, t.marker && t.marker.opacity])) : view.innerHTML; }",
-    )
-
-
-def set_control(page, figure, key, value):
-    control = figure.control(key)
-    selector = f"#{figure.anchor} [data-control='{key}']"
-    if isinstance(control, Slider):
-        page.fill(selector, str(control.position(value)))
-    elif isinstance(control, Select):
-        page.select_option(selector, str(value))
-    elif isinstance(control, Toggle):
-        page.set_checked(selector, bool(value))
-
-
-def read_state(page, figure):
-    """The figure's state as its controls hold it."""
-    raw = {}
-    for control in figure.stateful_controls:
-        value = page.input_value(f"#{figure.anchor} [data-control='{control.key}']")
-        raw[control.key] = control.from_position(value) if isinstance(control, Slider) else value
-    return figure.validate_state(raw)
-
-
-def expected_readouts(figure, state):
-    return {r.key: {"text": r.text, "value": r.value} for r in figure.render(figure.validate_state(state)).readouts}
-
-
-def assert_sliders_read(page, figure, state):
-    """Each slider's <output> and aria-valuetext state its value as the figure writes it."""
-    state = figure.validate_state(state)
-    for control in figure.stateful_controls:
-        if isinstance(control, Slider):
-            text = control.display(state[control.key])
-            assert page.text_content(f"#{figure.anchor} output[data-for='{control.key}']") == text, control.key
-            assert page.get_attribute(f"#{figure.anchor} [data-control='{control.key}']", "aria-valuetext") == text, control.key
-
-
-def assert_shows(page, figure, state):
-    assert_sliders_read(page, figure, state)
-    shown = readouts(page, figure.anchor)
-    expected = expected_readouts(figure, state)
-    assert shown.keys() == expected.keys()
-    for key, want in expected.items():
-        assert shown[key]["text"] == want["text"], key
-        if want["value"] is not None:
-            assert shown[key]["value"] == want["value"], key
 
 
 def test_page_boots_clean_from_its_own_origin(session):
@@ -99,29 +40,6 @@ def test_every_figure_is_live(session):
     assert all(state == "live" for _, state in states), states
 
 
-def move_and_check(page, figure, state, key, value):
-    """Move one control; the drawing must change and every readout must equal what
-    models/ computes (through the same render, in CPython) for the new state."""
-    before = view_fingerprint(page, figure.anchor)
-    changed = state[key] != value
-    set_control(page, figure, key, value)
-    state[key] = value
-    if changed:
-        assert view_fingerprint(page, figure.anchor) != before, f"{figure.anchor}: moving {key} did not redraw"
-    assert_shows(page, figure, state)
-    return readouts(page, figure.anchor)
-
-
-def other_value(control, current):
-    """A valid value for ``control`` different from ``current``: its far end or next option."""
-    if isinstance(control, Slider):
-        return control.max if current != control.max else control.min
-    if isinstance(control, Select):
-        values = control.values
-        return values[(values.index(current) + 1) % len(values)]
-    return not current
-
-
 @pytest.mark.parametrize("number", sorted(registry()))
 def test_every_control_of_every_figure_redraws_with_model_numbers(session, number):
     figure = registry()[number]
@@ -129,20 +47,6 @@ def test_every_control_of_every_figure_redraws_with_model_numbers(session, numbe
     state = figure.validate_state(readouts_state(page, figure))
     for control in figure.stateful_controls:
         move_and_check(page, figure, state, control.key, other_value(control, state[control.key]))
-
-
-def readouts_state(page, figure):
-    """The figure's current state, read back from its controls."""
-    state = {}
-    for control in figure.stateful_controls:
-        selector = f"#{figure.anchor} [data-control='{control.key}']"
-        if isinstance(control, Slider):
-            state[control.key] = control.from_position(page.input_value(selector))
-        elif isinstance(control, Toggle):
-            state[control.key] = page.is_checked(selector)
-        else:
-            state[control.key] = page.input_value(selector)
-    return state
 
 
 def test_figure_08_numbers_follow_the_ledger(session):

@@ -1,0 +1,126 @@
+"""What a reader does to a figure, and what the page must then show: shared by every
+browser test module (each figure issue's tests use these, so they all wait for a move
+the same way).
+
+A move is asynchronous in general (the figures' Python may run off the main thread):
+``set_control`` returns once the figure has painted the move (``settle``).
+"""
+from figures.contract import Number, Select, Slider, Toggle
+
+SETTLE_TIMEOUT_MS = 20_000
+
+
+def settle(page, anchor):
+    """Wait until the figure has painted every move made so far: no render is pending
+    (``data-busy`` is absent)."""
+    page.wait_for_function(
+        "anchor => { const f = document.getElementById(anchor); return f && !f.hasAttribute('data-busy'); }",
+        arg=anchor, timeout=SETTLE_TIMEOUT_MS)
+
+
+def readouts(page, anchor):
+    return page.eval_on_selector_all(
+        f"#{anchor} [data-role=readout] [data-key]",
+        "nodes => Object.fromEntries(nodes.map(n => [n.dataset.key, {text: n.querySelector('dd').textContent, value: n.dataset.value === undefined ? null : Number(n.dataset.value)}]))",
+    )
+
+
+def view_fingerprint(page, anchor):
+    """The drawing as the browser holds it: SVG markup, or the data Plotly is showing."""
+    return page.eval_on_selector(
+        f"#{anchor} [data-role=view]",
+        "view => { const plot = view.querySelector('.js-plotly-plot');"
+        " return plot ? JSON.stringify(plot.data.map(t => [t.x, t.y, t.marker && t.marker.opacity])) : view.innerHTML; }",
+    )
+
+
+def set_control(page, figure, key, value):
+    control = figure.control(key)
+    selector = f"#{figure.anchor} [data-control='{key}']"
+    if isinstance(control, Slider):
+        page.fill(selector, str(control.position(value)))
+    elif isinstance(control, Select):
+        page.select_option(selector, str(value))
+    elif isinstance(control, Toggle):
+        page.set_checked(selector, bool(value))
+    elif isinstance(control, Number):
+        page.fill(selector, str(value))
+    settle(page, figure.anchor)
+
+
+def read_state(page, figure):
+    """The figure's state as its controls hold it, validated."""
+    return figure.validate_state(readouts_state(page, figure))
+
+
+def press(page, figure, key):
+    """Click a figure's button and wait for the figure to paint the result."""
+    page.click(f"#{figure.anchor} [data-control='{key}']")
+    settle(page, figure.anchor)
+
+
+def expected_readouts(figure, state):
+    """The readouts CPython's render gives for ``state``: what the page must show."""
+    return {r.key: {"text": r.text, "value": r.value} for r in figure.render(figure.validate_state(state)).readouts}
+
+
+def assert_sliders_read(page, figure, state):
+    """Each slider's <output> and aria-valuetext state its value as the figure writes it."""
+    state = figure.validate_state(state)
+    for control in figure.stateful_controls:
+        if isinstance(control, Slider):
+            text = control.display(state[control.key])
+            assert page.text_content(f"#{figure.anchor} output[data-for='{control.key}']") == text, control.key
+            assert page.get_attribute(f"#{figure.anchor} [data-control='{control.key}']", "aria-valuetext") == text, control.key
+
+
+def assert_shows(page, figure, state):
+    assert_sliders_read(page, figure, state)
+    shown = readouts(page, figure.anchor)
+    expected = expected_readouts(figure, state)
+    assert shown.keys() == expected.keys()
+    for key, want in expected.items():
+        assert shown[key]["text"] == want["text"], key
+        if want["value"] is not None:
+            assert shown[key]["value"] == want["value"], key
+
+
+def move_and_check(page, figure, state, key, value):
+    """Move one control; the drawing or a readout must change (no dead controls), and
+    every readout must equal what models/ computes (through the same render, in
+    CPython) for the new state."""
+    before = (view_fingerprint(page, figure.anchor), readouts(page, figure.anchor))
+    old = figure.validate_state(state)
+    set_control(page, figure, key, value)
+    state.update(figure.validate_state({**state, key: value}))  # a constraint may move other controls too
+    if state != old:
+        after = (view_fingerprint(page, figure.anchor), readouts(page, figure.anchor))
+        assert after != before, f"{figure.anchor}: moving {key} changed neither the drawing nor a readout"
+    assert_shows(page, figure, state)
+    return readouts(page, figure.anchor)
+
+
+def other_value(control, current):
+    """A valid value for ``control`` different from ``current``: its far end or next option."""
+    if isinstance(control, (Slider, Number)):
+        return control.max if current != control.max else control.min
+    if isinstance(control, Select):
+        values = control.values
+        return values[(values.index(current) + 1) % len(values)]
+    return not current
+
+
+def readouts_state(page, figure):
+    """The figure's current state, read back from its controls (raw: not yet validated)."""
+    state = {}
+    for control in figure.stateful_controls:
+        selector = f"#{figure.anchor} [data-control='{control.key}']"
+        if isinstance(control, Slider):
+            state[control.key] = control.from_position(page.input_value(selector))
+        elif isinstance(control, Toggle):
+            state[control.key] = page.is_checked(selector)
+        else:
+            state[control.key] = page.input_value(selector)
+    return state
+
+

@@ -1,0 +1,47 @@
+"""The figure contract's typed fields, cross-control constraints and error reporting."""
+import pytest
+
+from figures.contract import Figure, Number, Slider, View, Readout, nearby_states
+
+
+def test_a_number_field_reads_what_a_reader_types():
+    gpus = Number("gpus", "GPUs", min=1, max=1_000_000, default=1024, integer=True)
+    assert [gpus.coerce(t) for t in ("1024", " 2,048 ", "16 384", "1e3", "4k", 8.0)] == [1024, 2048, 16384, 1000, 4000, 8]
+    params = Number("params", "Parameters", min=1e6, max=1e13, default=7e9)
+    assert params.coerce("7B") == 7_000_000_000 and params.coerce("1.5T") == 1.5e12 and params.coerce("175e9") == 175e9
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "GPUs: enter a number"), ("abc", "GPUs: 'abc' is not a number"), ("0", "GPUs: at least 1"),
+    ("1e30", "GPUs: at most 16384"), ("2.5", "GPUs: a whole number"), ("nan", "GPUs: enter a finite number"),
+    ("inf", "GPUs: enter a finite number"), (True, "GPUs: enter a number"),
+])
+def test_a_number_field_says_what_is_wrong(text, message):
+    gpus = Number("gpus", "GPUs", min=1, max=16384, default=8, integer=True)
+    with pytest.raises(ValueError) as error:
+        gpus.coerce(text)
+    assert str(error.value) == message
+
+
+def _figure(constrain=None):
+    controls = (Slider("nodes", "Nodes", min=1, max=4, default=2), Slider("rank", "Rank", min=0, max=31, default=3),
+                Number("gpus", "GPUs per node", min=1, max=8, default=8, integer=True))
+    return Figure(number=99, slug="test", title="t", caption="c", controls=controls,
+                  render=lambda state: View(svg="<svg/>", readouts=(Readout("x", "x", "1", 1),)), constrain=constrain)
+
+
+def test_check_state_keeps_the_last_good_value_of_a_bad_field_and_says_why():
+    figure = _figure()
+    state, errors = figure.check_state({"nodes": "3", "gpus": "lots"}, fallback={"nodes": 1, "rank": 5, "gpus": 4})
+    assert state == {"nodes": 3, "rank": 5, "gpus": 4}
+    assert errors == {"gpus": "GPUs per node: 'lots' is not a number"}
+    assert figure.validate_state({"gpus": "lots"}) == {"nodes": 2, "rank": 3, "gpus": 8}  # URLs: silently the default
+
+
+def test_constrain_snaps_a_control_whose_range_depends_on_another():
+    figure = _figure(constrain=lambda s: {**s, "rank": min(s["rank"], s["nodes"] * s["gpus"] - 1)})
+    assert figure.validate_state({"nodes": 1, "gpus": 2, "rank": 30}) == {"nodes": 1, "gpus": 2, "rank": 1}
+    nearby = nearby_states(figure, figure.validate_state({"nodes": 1, "gpus": 2, "rank": 1}), 1000)
+    keys = [tuple(sorted(s.items())) for s in nearby]
+    assert len(keys) == len(set(keys)) and all(figure.validate_state(s) == s for s in nearby)
+    assert {"nodes": 1, "gpus": 2, "rank": 1} not in nearby
