@@ -228,13 +228,15 @@ class View:
     plus readouts. ``note`` is an optional sentence shown under the drawing (e.g. why a
     panel is empty for this state). ``alt`` is the drawing's text alternative: what it
     shows for THIS state, in a sentence or three with its key numbers (screen readers
-    read it; every figure must give one)."""
+    read it; every figure must give one). ``html`` is an optional block of markup under
+    the drawing (tables, reasoning, code to copy), written only by ``figures/html.py``."""
 
     svg: str | None = None
     plot: dict | None = None
     readouts: tuple = ()
     note: str = ""
     alt: str = ""
+    html: str | None = None
 
     def summary(self):
         """Plain-text summary of the readouts, shown when a chart cannot be drawn."""

@@ -211,7 +211,7 @@ class LiveFigure:
 
     def paint(self, view):
         plot = None if view.plot is None else json.dumps(view.plot)
-        window.playbookPaint(self.element, view.svg, plot, self.readout_changes(view.readouts), view.note, view.alt)
+        window.playbookPaint(self.element, view.svg, plot, self.readout_changes(view.readouts), view.note, view.alt, view.html or "")
         self.shown_readouts = view.readouts
 
     def readout_changes(self, readouts):

@@ -45,3 +45,21 @@ def test_constrain_snaps_a_control_whose_range_depends_on_another():
     keys = [tuple(sorted(s.items())) for s in nearby]
     assert len(keys) == len(set(keys)) and all(figure.validate_state(s) == s for s in nearby)
     assert {"nodes": 1, "gpus": 2, "rank": 1} not in nearby
+
+
+def test_palette_gives_each_light_colour_one_dark_twin_and_css_for_every_key():
+    from figures import palette
+    pairs = {}
+    for colour in palette.COLOURS.values():
+        assert pairs.setdefault(colour.light, colour.dark) == colour.dark, colour.key
+    css = palette.css()
+    for key in palette.COLOURS:
+        assert f"--c-{key}:" in css and f".fill-{key}{{" in css and f".stroke-{key}{{" in css and f".bg-{key}{{" in css
+    assert palette.rank_key(9) == "rank1"
+
+
+def test_html_blocks_escape_every_text():
+    from figures import html
+    block = html.join(html.table(["a<b"], [["x & y"]], caption="é"), html.code("--tp 8 <x>", label="args"))
+    assert "a&lt;b" in block and "x &amp; y" in block and "&#233;" in block and "&lt;x&gt;" in block
+    assert block.isascii() and "data-copy" in block

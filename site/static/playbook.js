@@ -96,7 +96,7 @@
   // whole list's markup, when its entries change) or a list of [index, text, value] for
   // the entries whose number changed (value null: the entry has no raw value).
   // A painted figure is live, and any earlier error message goes away.
-  window.playbookPaint = function (figure, svg, plot, readouts, note, alt) {
+  window.playbookPaint = function (figure, svg, plot, readouts, note, alt, html) {
     if (svg != null) {
       const view = figure.querySelector('[data-role="view"]');
       const drawn = view.querySelector("svg");
@@ -116,6 +116,9 @@
     const noteNode = figure.querySelector('[data-role="note"]');
     if (noteNode.textContent !== note) noteNode.textContent = note;
     if (noteNode.hidden !== !note) noteNode.hidden = !note;
+    const htmlNode = figure.querySelector('[data-role="html"]');
+    if (html != null && htmlNode.innerHTML !== html) htmlNode.innerHTML = html;
+    if (htmlNode.hidden !== !html) htmlNode.hidden = !html;
     const altNode = figure.querySelector('[data-role="alt"]');
     if (altNode.textContent !== alt) altNode.textContent = alt;
     const error = figure.querySelector('[data-role="error"]');
@@ -143,6 +146,17 @@
     if (String(event.detail).startsWith("Loading interpreter")) loadPlotly();
   });
   setTimeout(loadPlotly, 1500);
+
+  // A figure's code block (figures/html.py `code`) copies its text.
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest("button[data-copy]");
+    if (!button || !navigator.clipboard) return;
+    const code = button.parentElement.querySelector("pre");
+    navigator.clipboard.writeText(code.textContent).then(function () {
+      button.dataset.copied = "";
+      setTimeout(() => delete button.dataset.copied, 1500);
+    }, function () {});
+  });
 
   // Section anchors double as copy-link buttons: the link still navigates, and its URL
   // lands on the clipboard where the browser allows it.

@@ -1,0 +1,59 @@
+"""The one place HTML blocks of a figure are written (``View.html``): tables, lists and
+code to copy. Every piece of text is escaped here, so a figure never writes markup by
+hand. Like ``svg``, output is ASCII (other characters become character references)."""
+from html import escape
+
+
+def _text(value):
+    return escape(str(value)).encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def _attributes(attributes):
+    parts = []
+    for name, value in attributes.items():
+        if value is None or value is False:
+            continue
+        name = name.rstrip("_").replace("_", "-")
+        parts.append(f" {name}" if value is True else f' {name}="{_text(value)}"')
+    return "".join(parts)
+
+
+def table(headers, rows, *, caption=None, row_classes=None, **attributes):
+    """A ``<table>``: ``headers`` a sequence of column titles, ``rows`` sequences of cells
+    (any value; shown as text). ``row_classes`` optionally gives each row a class (for
+    example ``"chosen"`` or ``"does-not-fit"``)."""
+    row_classes = row_classes or [None] * len(rows)
+    head = "".join(f'<th scope="col">{_text(h)}</th>' for h in headers)
+    body = "".join(
+        f"<tr{_attributes({'class': cls})}>" + "".join(f"<td>{_text(cell)}</td>" for cell in row) + "</tr>"
+        for row, cls in zip(rows, row_classes)
+    )
+    title = f"<caption>{_text(caption)}</caption>" if caption else ""
+    return f'<div class="table-wrap"><table{_attributes({"class": "figure-table", **attributes})}>{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def items(entries, *, ordered=False, **attributes):
+    """A list of sentences."""
+    tag = "ol" if ordered else "ul"
+    return f"<{tag}{_attributes(attributes)}>" + "".join(f"<li>{_text(e)}</li>" for e in entries) + f"</{tag}>"
+
+
+def heading(text, **attributes):
+    """A small heading inside a figure (not part of the page outline)."""
+    return f'<p{_attributes({"class": "figure-subhead", **attributes})}>{_text(text)}</p>'
+
+
+def paragraph(text, **attributes):
+    return f"<p{_attributes(attributes)}>{_text(text)}</p>"
+
+
+def code(text, *, label, copy=True):
+    """A block of code (command-line arguments, a config file) with a copy button; the
+    page's script copies the ``<pre>``'s text when the button is pressed."""
+    button = f'<button type="button" class="copy-button" data-copy>{_text("Copy " + label)}</button>' if copy else ""
+    return f'<div class="code-block">{button}<pre aria-label="{_text(label)}"><code>{_text(text)}</code></pre></div>'
+
+
+def join(*blocks):
+    """Blocks made by this module, in order."""
+    return "".join(block for block in blocks if block)
