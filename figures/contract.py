@@ -191,21 +191,25 @@ class Button:
 
 @dataclass(frozen=True)
 class Readout:
-    """One key number. ``value`` is the raw number (for tests and machine readers),
-    ``text`` is what the reader sees. ``color`` is the palette key (``figures.palette``)
+    """One key number. ``value`` is the raw number (for tests and machine readers) in
+    SI base units, or for a readout that names something (a collective, a bottleneck) a
+    short machine-readable string; ``text`` is what the reader sees. ``color`` is the palette key (``figures.palette``)
     of the series the number describes, shown as a swatch: readouts then double as the
     chart's legend."""
 
     key: str
     label: str
     text: str
-    value: float | None = None
+    value: float | str | None = None
     color: str | None = None
 
     @property
     def data_value(self):
-        """The ``data-value`` attribute: the raw number as Python writes it, or None."""
-        return None if self.value is None else repr(self.value)
+        """The ``data-value`` attribute: the raw number as Python writes it (a string
+        as itself), or None."""
+        if self.value is None:
+            return None
+        return self.value if isinstance(self.value, str) else repr(self.value)
 
     def same_slot(self, other):
         """Shown in the same place with the same label and swatch, and a raw value on
@@ -214,7 +218,7 @@ class Readout:
 
     def html(self):
         """The readout's markup: baked by the builder and written by the runtime alike."""
-        value = "" if self.data_value is None else f' data-value="{self.data_value}"'
+        value = "" if self.data_value is None else f' data-value="{escape(self.data_value)}"'
         swatch = "" if self.color is None else f'<span class="swatch bg-{escape(self.color)}" aria-hidden="true"></span>'
         return (
             f'<div class="readout" data-key="{escape(self.key)}"{value}>'

@@ -33,7 +33,9 @@ def check_view(figure, view):
     assert len(view.alt) >= 40 and "nan" not in view.alt.lower().replace("nano", ""), "a figure must describe its drawing (View.alt)"
     for readout in view.readouts:
         assert readout.text and "nan" not in readout.text.lower() and "inf" not in readout.text.lower()
-        if readout.value is not None:
+        if isinstance(readout.value, str):
+            assert readout.value and readout.value.isascii()
+        elif readout.value is not None:
             assert math.isfinite(readout.value)
 
 

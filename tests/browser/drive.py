@@ -18,11 +18,23 @@ def settle(page, anchor):
         arg=anchor, timeout=SETTLE_TIMEOUT_MS)
 
 
+def _raw_value(text):
+    """A readout's data-value as the page holds it: a number, a string, or None."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def readouts(page, anchor):
-    return page.eval_on_selector_all(
+    """``{key: {"text": shown text, "value": data-value as a number, a string or None}}``."""
+    shown = page.eval_on_selector_all(
         f"#{anchor} [data-role=readout] [data-key]",
-        "nodes => Object.fromEntries(nodes.map(n => [n.dataset.key, {text: n.querySelector('dd').textContent, value: n.dataset.value === undefined ? null : Number(n.dataset.value)}]))",
+        "nodes => Object.fromEntries(nodes.map(n => [n.dataset.key, {text: n.querySelector('dd').textContent, value: n.dataset.value === undefined ? null : n.dataset.value}]))",
     )
+    return {key: {"text": r["text"], "value": _raw_value(r["value"])} for key, r in shown.items()}
 
 
 def view_fingerprint(page, anchor):
