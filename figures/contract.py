@@ -121,6 +121,17 @@ class Toggle:
 
 
 @dataclass(frozen=True)
+class Play(Toggle):
+    """A play/pause toggle: while on, the page advances the slider ``drives`` by one
+    value every ``interval_ms`` (wrapping to its start). It starts off, stays off in
+    links (``encode_state`` leaves it out), and a reader who prefers reduced motion
+    must press it; ``render`` treats it as a plain boolean."""
+
+    drives: str = ""
+    interval_ms: int = 700
+
+
+@dataclass(frozen=True)
 class Number:
     """A number the reader types (the planner lab's fields). Unlike a slider it is not
     snapped in silence: text that is not a number, or a value outside [min, max], raises
@@ -261,6 +272,9 @@ class Figure:
     # depends on another (a rank below the world size, a degree dividing the GPUs per
     # node), it snaps the state into range; the page then moves the control to match.
     constrain: object = field(default=None, repr=False)
+    # The module's ``RENDER_AHEAD`` (default True): False for a figure whose render is too
+    # heavy to spend on states the reader may never reach (the planner lab).
+    render_ahead: bool = True
 
     @property
     def anchor(self):
@@ -358,7 +372,8 @@ def log_stops(low, high, mantissas=(1, 1.5, 2, 3, 5, 7.5)):
 def encode_state(figure, state):
     """``state`` as the URL fragment ``fig-15:P=8,m=16`` (only values that differ from the default)."""
     defaults = figure.default_state()
-    parts = [f"{c.key}={format_value(state[c.key])}" for c in figure.stateful_controls if state[c.key] != defaults[c.key]]
+    parts = [f"{c.key}={format_value(state[c.key])}" for c in figure.stateful_controls
+             if state[c.key] != defaults[c.key] and not isinstance(c, Play)]
     return figure.anchor + (":" + ",".join(parts) if parts else "")
 
 

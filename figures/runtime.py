@@ -181,7 +181,8 @@ class LiveFigure:
     def render_upcoming(self, deadline):
         self.idle_requested = False
         if self.upcoming is None:
-            self.upcoming = nearby_states(self.figure, self.state, PRERENDER_LIMIT)
+            limit = PRERENDER_LIMIT if self.figure.render_ahead else 0
+            self.upcoming = nearby_states(self.figure, self.state, limit)
             self.upcoming.reverse()  # popped from the end
             self.planned = len(self.upcoming)
         needed_ms = min(max(self.recent_render_ms), IDLE_PERIOD_MS - 5)
