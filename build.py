@@ -55,6 +55,19 @@ MIME_TYPES = {
     ".svg": "image/svg+xml",
 }
 
+# The worker's first Python: serve the page, or tell it why not (an import error would
+# otherwise leave the page waiting in silence).
+WORKER_BOOTSTRAP = """\
+try:
+    from figures.worker import serve
+except BaseException as error:
+    import json
+    from polyscript import xworker
+    xworker.postMessage("playbook:" + json.dumps({"type": "failed", "error": f"{type(error).__name__}: {error}"}))
+    raise
+serve()
+"""
+
 FIGURE_DIRECTIVE = "figure"
 FIGURE_MARKER = re.compile(r"<!--\s*figure\s+(\d\d):\s*([^>]*?)\s*-->")
 HEADING_ANCHOR = re.compile(r"\s*\{#([a-z0-9][a-z0-9-]*)\}\s*$")
@@ -386,6 +399,7 @@ def build(dist=ROOT / "dist", base_url="/"):
         indent=1,
     ).encode()
     config_path = write_hashed(dist, "py", "pyscript", ".json", config)
+    worker_script = write_hashed(dist, "py", "worker", ".py", WORKER_BOOTSTRAP.encode())
     stylesheet = write_hashed(dist, "assets", "playbook", ".css",
                               palette.css().encode() + (SITE / "static/playbook.css").read_bytes())
     script = write_hashed(dist, "assets", "playbook", ".js", (SITE / "static/playbook.js").read_bytes())
@@ -418,6 +432,8 @@ def build(dist=ROOT / "dist", base_url="/"):
             base_url=base_url,
             runtime=runtime,
             pyscript_config=f"{base_url}{config_path}",
+            worker_script=f"{base_url}{worker_script}",
+            runtime_files=json.dumps(runtime_checks(base_url, runtime, archive), separators=(",", ":")),
             stylesheet=f"{base_url}{stylesheet}",
             script=f"{base_url}{script}",
             palette_dark=json.dumps(palette.dark_map(), sort_keys=True),
@@ -426,6 +442,19 @@ def build(dist=ROOT / "dist", base_url="/"):
         raise BuildError(f"{template_location(error)}: template error: {error}") from error
     (dist / "index.html").write_text(page, encoding="utf-8")
     return dist
+
+
+def runtime_checks(base_url, runtime, archive):
+    """The files the worker cannot start without, and the type each must be served as:
+    the page asks the server for them (HEAD) so a missing file or a wasm served with the
+    wrong type is reported at once instead of hanging Pyodide without a word."""
+    pyodide = f"{base_url}{runtime.pyodide_dir}"
+    return [
+        {"url": f"{pyodide}/pyodide.asm.wasm", "type": "application/wasm"},
+        {"url": f"{pyodide}/pyodide.mjs", "type": "text/javascript"},
+        {"url": f"{pyodide}/python_stdlib.zip", "type": ""},
+        {"url": f"{base_url}{archive}", "type": ""},
+    ]
 
 
 def template_location(error):

@@ -1,22 +1,33 @@
-// The page's only hand-written JavaScript: draw the build-time Plotly snapshots as soon
-// as plotly.js is parsed, show Python's loading progress, and offer the drawing functions
-// the Python runtime calls: playbookPaint, so a move crosses from Python to the DOM once,
-// and playbookPlot (through it, and for rehearsals), so charts are themed in one place.
+// The page's only hand-written JavaScript, and the only code that touches the DOM.
+//
+// The figures' Python runs in ONE Pyodide interpreter inside a PyScript worker
+// (figures/worker.py): this thread holds no Python, so scrolling, selecting text and
+// clicking never wait for it. Here we bind every figure's controls, send the worker
+// what the reader did, and paint its answers: an answer is plain data (SVG text, a
+// Plotly spec, readouts, note, text alternative, the validated state).
+//
+// Latest wins: a figure has at most one call in flight; inputs that arrive meanwhile
+// only mark it dirty, and the controls are read when the next call leaves, so a fast
+// drag never queues up. Answers are painted on the next animation frame, newest only.
 (function () {
   "use strict";
   const root = document.documentElement;
-  const config = { displayModeBar: false, responsive: true };
+  const REQUEST_TIMEOUT_MS = 10000;  // a call unanswered this long: the worker is gone
+  const SLOW_START_MS = 45000;  // say "still loading" after this long
+  const REHEARSALS = 4;  // idle-time chart redraws that compile plotly's update path
+  const MESSAGE_PREFIX = "playbook:";
 
-  // Theme colours are read once per colour scheme, not on every redraw: reading computed
-  // styles forces a style recalculation, and a chart redraws on every slider move.
-  let theme = null;
-  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", function () {
-    theme = null;
-    document.querySelectorAll(".js-plotly-plot").forEach(function (plot) {
-      const spec = shown.get(plot);
-      if (spec) window.playbookPlot(plot, spec);
-    });
-  });
+  // ---------------------------------------------------------------------------
+  // Charts: theme, palette, plotly loading
+
+  const config = { displayModeBar: false, responsive: true };
+  const darkQuery = matchMedia("(prefers-color-scheme: dark)");
+  const paletteNode = document.getElementById("palette-dark");
+  const darkColours = paletteNode ? JSON.parse(paletteNode.textContent) : {};
+  let theme = null;  // read once per colour scheme: computed styles force a style recalc
+  const pendingPlots = new Map();  // container -> spec, until plotly.js has run
+  const shownPlots = new WeakMap();  // container -> the spec it draws now
+
   function currentTheme(container) {
     if (!theme) {
       const style = getComputedStyle(container);
@@ -30,11 +41,7 @@
   }
 
   // Figures name colours from figures/palette.py; a chart's spec carries the light
-  // values, and on a dark page each is swapped for its dark twin (the build writes the
-  // table into the page as #palette-dark).
-  const darkQuery = matchMedia("(prefers-color-scheme: dark)");
-  const paletteNode = document.getElementById("palette-dark");
-  const darkColours = paletteNode ? JSON.parse(paletteNode.textContent) : {};
+  // values, and on a dark page each is swapped for its dark twin (#palette-dark).
   function recoloured(value) {
     if (typeof value === "string") return darkColours[value.toLowerCase()] || value;
     if (Array.isArray(value)) return value.length && typeof value[0] === "number" ? value : value.map(recoloured);
@@ -56,15 +63,12 @@
     });
   }
 
-  // Charts asked for before plotly.js has run wait here, newest spec per container.
-  const pending = new Map();
-  const shown = new WeakMap();  // container -> the spec it draws now
-
-  // spec: {data, layout} as an object or a JSON string (Python passes JSON text).
-  window.playbookPlot = function (container, spec) {
+  // The one themed entry point to plotly. spec: {data, layout}, an object or JSON text.
+  function plot(container, spec) {
     if (typeof spec === "string") spec = JSON.parse(spec);
     if (!window.Plotly) {
-      pending.set(container, spec);
+      pendingPlots.set(container, spec);
+      loadPlotly();
       return false;
     }
     const fallback = container.querySelector(".plot-fallback");
@@ -72,62 +76,32 @@
     const data = darkQuery.matches ? recoloured(spec.data) : spec.data;
     const layout = themed(container, darkQuery.matches ? recoloured(spec.layout || {}) : spec.layout || {});
     window.Plotly.react(container, data, layout, config);
-    shown.set(container, spec);
+    shownPlots.set(container, spec);
     return true;
-  };
+  }
+
+  darkQuery.addEventListener("change", function () {
+    theme = null;
+    document.querySelectorAll(".js-plotly-plot").forEach(function (container) {
+      const spec = shownPlots.get(container);
+      if (spec) plot(container, spec);
+    });
+  });
 
   // Redraw a chart as `spec` and straight back, in one task: no frame is painted in
-  // between, so the reader sees nothing, but V8 compiles plotly's update path now, while
-  // the reader is idle, instead of during their first few moves (40-100 ms each, against
-  // ~15 ms once compiled). Skipped while the pointer is over the chart (a redraw would
-  // drop its hover label).
-  window.playbookRehearse = function (container, spec) {
-    const current = shown.get(container);
+  // between, so the reader sees nothing, but V8 compiles plotly's update path now,
+  // while the reader is idle, instead of during their first moves. Skipped while the
+  // pointer is over the chart (a redraw would drop its hover label).
+  function rehearse(container, spec) {
+    const current = shownPlots.get(container);
     if (!window.Plotly || !current || container.matches(":hover")) return false;
-    window.playbookPlot(container, spec);
-    window.playbookPlot(container, current);
+    plot(container, spec);
+    plot(container, current);
     return true;
-  };
+  }
 
-  // A figure's new drawing (SVG and/or chart), readout numbers, note and text alternative, painted in ONE
-  // call from Python: every Python-to-DOM operation crosses Pyodide's FFI (~10-50 us
-  // each), and a move used to make some twenty. svg: markup, plot: a chart spec as JSON,
-  // each null/undefined when the figure has none. readouts: JSON, either a string (the
-  // whole list's markup, when its entries change) or a list of [index, text, value] for
-  // the entries whose number changed (value null: the entry has no raw value).
-  // A painted figure is live, and any earlier error message goes away.
-  window.playbookPaint = function (figure, svg, plot, readouts, note, alt, html) {
-    if (svg != null) {
-      const view = figure.querySelector('[data-role="view"]');
-      const drawn = view.querySelector("svg");
-      if (drawn) drawn.outerHTML = svg;
-      else view.insertAdjacentHTML("afterbegin", svg);
-    }
-    if (plot != null) window.playbookPlot(figure.querySelector('[data-role="plot"]'), plot);
-    const list = figure.querySelector('[data-role="readout"]');
-    const changes = JSON.parse(readouts);
-    if (typeof changes === "string") list.innerHTML = changes;
-    else for (const [index, text, value] of changes) {
-      const item = list.children[index];
-      item.lastElementChild.textContent = text;
-      if (value !== null) item.dataset.value = value;
-    }
-    // Each write below invalidates style or layout even when the value is unchanged.
-    const noteNode = figure.querySelector('[data-role="note"]');
-    if (noteNode.textContent !== note) noteNode.textContent = note;
-    if (noteNode.hidden !== !note) noteNode.hidden = !note;
-    const htmlNode = figure.querySelector('[data-role="html"]');
-    if (html != null && htmlNode.innerHTML !== html) htmlNode.innerHTML = html;
-    if (htmlNode.hidden !== !html) htmlNode.hidden = !html;
-    const altNode = figure.querySelector('[data-role="alt"]');
-    if (altNode.textContent !== alt) altNode.textContent = alt;
-    const error = figure.querySelector('[data-role="error"]');
-    if (!error.hidden) { error.hidden = true; error.textContent = ""; }
-    if (figure.dataset.state !== "live") figure.dataset.state = "live";
-  };
-
-  // Run plotly.js once Pyodide has started loading (or after a grace period, when
-  // Python is not coming at all), so its parse never delays Python's start.
+  // plotly.js (1.5 MB) runs only when a chart comes near the viewport: a reader at the
+  // top of the article never pays for it, and its parse never competes with Python's start.
   const plotlySrc = document.currentScript && document.currentScript.dataset.plotlySrc;
   let plotlyRequested = false;
   function loadPlotly() {
@@ -136,16 +110,413 @@
     const script = document.createElement("script");
     script.src = plotlySrc;
     script.onload = function () {
-      drawSnapshots();
-      pending.forEach((spec, container) => window.playbookPlot(container, spec));
-      pending.clear();
+      document.querySelectorAll("figure[data-figure]").forEach(function (figure) {
+        const spec = figure.querySelector('script[data-role="plot-spec"]');
+        const container = figure.querySelector('[data-role="plot"]');
+        if (spec && container && !pendingPlots.has(container) && !container.classList.contains("js-plotly-plot")) {
+          pendingPlots.set(container, JSON.parse(spec.textContent));
+        }
+      });
+      pendingPlots.forEach((spec, container) => plot(container, spec));
+      pendingPlots.clear();
     };
     document.head.appendChild(script);
   }
-  addEventListener("py:progress", function (event) {
-    if (String(event.detail).startsWith("Loading interpreter")) loadPlotly();
-  });
-  setTimeout(loadPlotly, 1500);
+
+  // ---------------------------------------------------------------------------
+  // The worker
+
+  const worker = { script: null, ready: false, failed: false, calls: null };
+
+  function call(name) {
+    const args = Array.prototype.slice.call(arguments, 1);
+    return new Promise(function (resolve, reject) {
+      const timer = setTimeout(function () { reject(new Error("no answer from the figures' worker")); }, REQUEST_TIMEOUT_MS);
+      worker.calls[name].apply(null, args).then(
+        function (value) { clearTimeout(timer); resolve(value); },
+        function (error) { clearTimeout(timer); reject(error); });
+    });
+  }
+
+  // The worker is gone (or never came): every figure keeps the drawing it shows and
+  // says so in one line; nothing else on the page changes.
+  function fail(reason) {
+    if (worker.failed) return;
+    worker.failed = true;
+    worker.ready = false;
+    root.dataset.python = "failed";
+    console.warn("The live figures are unavailable: " + reason);
+    figures.forEach(function (figure) { figure.unavailable(); });
+  }
+
+  function onWorkerMessage(event) {
+    if (typeof event.data !== "string" || !event.data.startsWith(MESSAGE_PREFIX)) return;
+    const message = JSON.parse(event.data.slice(MESSAGE_PREFIX.length));
+    if (message.type === "ready") started();
+    else if (message.type === "failed") fail(message.error);
+    else if (message.type === "ahead") {
+      const figure = byNumber.get(message.number);
+      if (figure) figure.element.dataset.ahead = String(message.ready);
+    }
+  }
+
+  // PyScript gives the worker's <script> element an `xworker` once it has created the
+  // worker; its `sync` carries the functions figures/worker.py exposes.
+  function connect() {
+    worker.script = document.querySelector('script[type="py"][worker]');
+    if (!worker.script) return fail("no worker script on the page");
+    (function wait() {
+      if (worker.failed) return;
+      const xworker = worker.script.xworker;
+      if (!xworker) return setTimeout(wait, 25);
+      worker.calls = xworker.sync;
+      xworker.addEventListener("message", onWorkerMessage);
+      xworker.addEventListener("error", function (event) { fail(event.message || "the worker stopped"); });
+      progress(2);
+    })();
+    // A missing runtime file, or a wasm file served with the wrong type, makes Pyodide
+    // hang without a word: ask the server first, so the page can say so at once.
+    preflight();
+    setTimeout(function () { if (!worker.ready && !worker.failed) root.dataset.python = "slow"; }, SLOW_START_MS);
+  }
+
+  function preflight() {
+    const checks = JSON.parse(root.dataset.runtimeFiles || "[]");
+    checks.forEach(function (check) {
+      fetch(check.url, { method: "HEAD", cache: "no-store" }).then(function (response) {
+        const type = response.headers.get("Content-Type") || "";
+        if (!response.ok) fail(check.url + " answered " + response.status);
+        else if (check.type && !type.startsWith(check.type)) fail(check.url + " is served as " + type + ", not " + check.type);
+      }, function () { fail(check.url + " could not be fetched"); });
+    });
+  }
+
+  function started() {
+    worker.ready = true;
+    progress(4);
+    figures.forEach(function (figure) { figure.live(); });
+    call("watch", JSON.stringify(Array.from(visibleNumbers))).catch(function () {});
+    visibleNumbers.forEach(function (number) {
+      const figure = byNumber.get(number);
+      if (figure.plotContainer) figure.rehearseWhenIdle();
+    });
+    const hash = location.hash;
+    const restoring = hash.startsWith("#fig-") ? restore(hash) : Promise.resolve();
+    restoring.then(function () {
+      figures.forEach(function (figure) { figure.pump(); });
+      root.dataset.python = "ready";
+    });
+  }
+
+  // A link's state (#fig-15:P=8,m=16): the figure takes it and scrolls into view.
+  function restore(hash) {
+    return call("restore", hash).then(function (text) {
+      const answer = JSON.parse(text);
+      const figure = answer && byNumber.get(answer.number);
+      if (!figure) return;
+      figure.paintNow(answer, true);
+      figure.element.scrollIntoView();
+    }, function (error) { fail(String(error)); });
+  }
+  addEventListener("hashchange", function () { if (worker.ready) restore(location.hash); });
+
+  // Which figures are on screen: the worker renders their nearby states ahead, and a
+  // chart coming near loads plotly.js and rehearses its redraw.
+  let visibleNumbers = new Set();
+  function watchVisible() {
+    const observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        const figure = byNumber.get(Number(entry.target.dataset.figure));
+        if (entry.isIntersecting) visibleNumbers.add(figure.number);
+        else visibleNumbers.delete(figure.number);
+        if (entry.isIntersecting && figure.plotContainer) {
+          loadPlotly();
+          figure.rehearseWhenIdle();
+        }
+      });
+      if (worker.ready) call("watch", JSON.stringify(Array.from(visibleNumbers))).catch(function () {});
+    }, { rootMargin: "600px 0px" });
+    figures.forEach(function (figure) { observer.observe(figure.element); });
+  }
+
+  // ---------------------------------------------------------------------------
+  // One figure on the page
+
+  function LiveFigure(element) {
+    this.element = element;
+    this.number = Number(element.dataset.figure);
+    this.controls = Array.from(element.querySelectorAll("[data-control]"));
+    this.plotContainer = element.querySelector('[data-role="plot"]');
+    this.state = null;  // the last good state the worker answered (null: the baked default)
+    this.dirty = false;  // the controls changed since the last call left
+    this.values = {};  // values a click on the drawing sets, sent with the next call
+    this.queue = [];  // presses, in order (never dropped)
+    this.inflight = false;
+    this.answer = null;  // the newest answer not yet painted
+    this.frame = 0;
+    this.rememberUrl = false;
+    this.rehearsals = REHEARSALS;
+    this.timers = {};  // play toggles' intervals
+    const self = this;
+    this.controls.forEach(function (node) {
+      const key = node.dataset.control;
+      if (node.tagName === "BUTTON") {
+        node.addEventListener("click", function () { self.queue.push({ press: key }); self.request(); });
+        return;
+      }
+      node.addEventListener("input", function () { self.dirty = true; self.request(); });
+      node.addEventListener("change", function () {
+        self.rememberUrl = true;
+        if (node.dataset.drives) self.play(node);
+        if (!self.busy()) self.remember();
+      });
+    });
+    // A part of the drawing that sets a state (data-set="rank=5"), by click or by key.
+    const view = element.querySelector('[data-role="view"]');
+    const activate = function (event) {
+      const target = event.target.closest && event.target.closest("[data-set]");
+      if (!target || !view.contains(target)) return;
+      if (event.type === "keydown" && event.key !== "Enter" && event.key !== " ") return;
+      event.preventDefault();
+      target.dataset.set.split(",").forEach(function (pair) {
+        const at = pair.indexOf("=");
+        if (at > 0) self.values[pair.slice(0, at).trim()] = pair.slice(at + 1).trim();
+      });
+      self.rememberUrl = true;
+      self.request();
+    };
+    view.addEventListener("click", activate);
+    view.addEventListener("keydown", activate);
+  }
+
+  LiveFigure.prototype.busy = function () {
+    return this.inflight || this.dirty || this.queue.length > 0 || this.answer !== null || Object.keys(this.values).length > 0;
+  };
+
+  LiveFigure.prototype.request = function () {
+    if (worker.failed) return;
+    this.element.setAttribute("data-busy", "");
+    this.pump();
+  };
+
+  // Every control's reading, as the worker reads them.
+  LiveFigure.prototype.readings = function () {
+    const readings = {};
+    this.controls.forEach(function (node) {
+      if (node.tagName === "BUTTON") return;
+      readings[node.dataset.control] = node.type === "checkbox" ? node.checked : node.value;
+    });
+    return readings;
+  };
+
+  LiveFigure.prototype.pump = function () {
+    if (!worker.ready || this.inflight) return;
+    const state = this.state ? JSON.stringify(this.state) : "";
+    let pending;
+    if (this.queue.length) {
+      pending = call("press", this.number, this.queue.shift().press, state);
+    } else if (this.dirty || Object.keys(this.values).length) {
+      const values = JSON.stringify(this.values);
+      this.dirty = false;
+      this.values = {};
+      pending = call("update", this.number, JSON.stringify(this.readings()), values, state);
+    } else {
+      return;
+    }
+    this.inflight = true;
+    const self = this;
+    pending.then(function (text) {
+      self.inflight = false;
+      self.receive(JSON.parse(text));
+      self.pump();
+    }, function (error) {
+      self.inflight = false;
+      fail(String(error));
+    });
+  };
+
+  LiveFigure.prototype.receive = function (answer) {
+    if (answer.view) this.state = answer.view.state;
+    this.answer = answer;  // an older unpainted answer is simply replaced
+    if (!this.frame) {
+      const self = this;
+      this.frame = requestAnimationFrame(function () {
+        self.frame = 0;
+        const newest = self.answer;
+        self.answer = null;
+        if (newest) self.paintNow(newest, false);
+      });
+    }
+  };
+
+  // Paint one answer. `writeFields`: also rewrite typed fields (a restore or a press;
+  // never the text a reader is typing).
+  LiveFigure.prototype.paintNow = function (answer, writeFields) {
+    const element = this.element;
+    this.showFieldErrors(answer.errors || {});
+    if (answer.error) {
+      element.dataset.state = "error";
+      const box = element.querySelector('[data-role="error"]');
+      box.hidden = false;
+      box.textContent = "This figure hit an error and stopped updating (" + answer.error + "). The other figures are unaffected.";
+      console.warn("figure " + this.number + ": " + answer.error);
+    } else {
+      const view = answer.view;
+      this.state = view.state;
+      this.writeControls(view.controls, writeFields);
+      paintView(element, view);
+    }
+    if (!this.busy()) {
+      element.removeAttribute("data-busy");
+      if (this.rememberUrl) this.remember();
+    }
+  };
+
+  LiveFigure.prototype.writeControls = function (controls, writeFields) {
+    const element = this.element;
+    this.controls.forEach(function (node) {
+      const entry = controls[node.dataset.control];
+      if (!entry) return;
+      const position = entry[0], text = entry[1];
+      if (node.type === "checkbox") {
+        if (node.checked !== position) node.checked = position;
+      } else if (node.type === "text") {
+        if (writeFields && node.value !== position) node.value = position;
+      } else if (node.value !== position) {
+        node.value = position;
+      }
+      if (node.type === "range") {
+        // Each write invalidates layout even when equal: write only what changed.
+        const output = element.querySelector('output[data-for="' + node.dataset.control + '"]');
+        if (output && output.textContent !== text) output.textContent = text;
+        if (node.getAttribute("aria-valuetext") !== text) node.setAttribute("aria-valuetext", text);
+      }
+    });
+  };
+
+  LiveFigure.prototype.showFieldErrors = function (errors) {
+    const self = this;
+    this.element.querySelectorAll('[data-role="field-error"]').forEach(function (node) {
+      const message = errors[node.dataset.for] || "";
+      if (node.textContent === message) return;
+      node.textContent = message;
+      node.hidden = !message;
+      const field = self.element.querySelector('[data-control="' + node.dataset.for + '"]');
+      if (field) field.setAttribute("aria-invalid", message ? "true" : "false");
+    });
+  };
+
+  LiveFigure.prototype.live = function () {
+    this.element.dataset.state = "live";
+    // The reader may have moved a control before Python was ready.
+    if (this.busy()) this.request();
+  };
+
+  LiveFigure.prototype.unavailable = function () {
+    const element = this.element;
+    element.removeAttribute("data-busy");
+    if (element.dataset.state !== "error") element.dataset.state = "static";
+    const status = element.querySelector('[data-role="status"]');
+    status.hidden = false;
+    status.textContent = "Live figures are unavailable here: this drawing shows the figure's default state.";
+    element.querySelector('[data-role="controls"]').setAttribute("inert", "");
+    Object.keys(this.timers).forEach((key) => clearInterval(this.timers[key]));
+  };
+
+  // A play toggle advances the slider it drives, one stop per interval, wrapping.
+  LiveFigure.prototype.play = function (toggle) {
+    const key = toggle.dataset.control;
+    clearInterval(this.timers[key]);
+    if (!toggle.checked) return;
+    const slider = this.element.querySelector('[data-control="' + toggle.dataset.drives + '"]');
+    const self = this;
+    this.timers[key] = setInterval(function () {
+      if (worker.failed || !toggle.checked) return clearInterval(self.timers[key]);
+      if (self.inflight || self.dirty) return;  // never queue frames behind a slow render
+      const next = Number(slider.value) + Number(slider.step || 1);
+      slider.value = String(next > Number(slider.max) ? slider.min : next);
+      self.dirty = true;
+      self.request();
+    }, Number(toggle.dataset.intervalMs || 700));
+  };
+
+  LiveFigure.prototype.rehearseWhenIdle = function () {
+    if (this.rehearsals <= 0 || !worker.ready || this.rehearsing) return;
+    this.rehearsing = true;
+    const self = this;
+    const index = REHEARSALS - this.rehearsals;
+    call("rehearsal", this.number, index).then(function (text) {
+      const spec = JSON.parse(text);
+      requestIdleCallback(function () {
+        self.rehearsing = false;
+        if (!spec) { self.rehearsals = 0; return; }
+        if (self.busy() || !rehearse(self.plotContainer, spec)) return setTimeout(function () { self.rehearseWhenIdle(); }, 500);
+        self.rehearsals -= 1;
+        self.element.dataset.rehearsed = String(REHEARSALS - self.rehearsals);
+        if (self.rehearsals > 0) self.rehearseWhenIdle();
+      }, { timeout: 2000 });
+    }, function () { self.rehearsing = false; });
+  };
+
+  // A figure's new drawing, readouts, note, text alternative and HTML block. Each DOM
+  // write invalidates style or layout even when the value is unchanged: write only
+  // what differs.
+  function paintView(figure, view) {
+    if (view.svg != null) {
+      const box = figure.querySelector('[data-role="view"]');
+      const drawn = box.querySelector(":scope > svg");
+      if (drawn) drawn.outerHTML = view.svg;
+      else box.insertAdjacentHTML("afterbegin", view.svg);
+    }
+    if (view.plot != null) plot(figure.querySelector('[data-role="plot"]'), view.plot);
+    const list = figure.querySelector('[data-role="readout"]');
+    const shown = list.children;
+    const same = shown.length === view.readouts.length && view.readouts.every(function (slot, index) {
+      const item = shown[index];
+      const swatch = item.querySelector(".swatch");
+      return item.dataset.key === slot[0] && item.firstElementChild.lastChild.textContent === slot[1]
+        && (swatch ? swatch.classList.contains("bg-" + slot[2]) : slot[2] === null)
+        && (item.dataset.value === undefined) === slot[3];
+    });
+    if (!same) {
+      list.innerHTML = view.readoutsHtml;
+    } else {
+      view.readouts.forEach(function (slot, index) {
+        const item = shown[index];
+        if (item.lastElementChild.textContent !== slot[4]) item.lastElementChild.textContent = slot[4];
+        if (slot[5] !== null && item.dataset.value !== slot[5]) item.dataset.value = slot[5];
+      });
+    }
+    const note = figure.querySelector('[data-role="note"]');
+    if (note.textContent !== view.note) note.textContent = view.note;
+    if (note.hidden !== !view.note) note.hidden = !view.note;
+    const html = figure.querySelector('[data-role="html"]');
+    if (html.innerHTML !== view.html) html.innerHTML = view.html;
+    if (html.hidden !== !view.html) html.hidden = !view.html;
+    const alt = figure.querySelector('[data-role="alt"]');
+    if (alt.textContent !== view.alt) alt.textContent = view.alt;
+    const error = figure.querySelector('[data-role="error"]');
+    if (!error.hidden) { error.hidden = true; error.textContent = ""; }
+    if (figure.dataset.state !== "live") figure.dataset.state = "live";
+    figure.dataset.fragment = view.fragment;
+  }
+
+  LiveFigure.prototype.remember = function () {
+    this.rememberUrl = false;
+    const fragment = this.element.dataset.fragment;
+    if (fragment && this.element.dataset.state === "live") history.replaceState(null, "", "#" + fragment);
+  };
+
+  // ---------------------------------------------------------------------------
+  // Start-up progress, shared buttons, and binding
+
+  const steps = ["Loading the figures' Python", "Starting the Python worker", "Starting Python", "Loading the figures", "Figures are live"];
+  function progress(step) {
+    const bar = document.querySelector('[data-role="python-progress"]');
+    const label = document.querySelector('[data-role="python-progress-text"]');
+    if (bar) bar.value = Math.max(bar.value, step);
+    if (label && steps[step]) label.textContent = steps[step] + "…";
+  }
 
   // A figure's code block (figures/html.py `code`) copies its text.
   document.addEventListener("click", function (event) {
@@ -169,28 +540,10 @@
     }, function () {});
   });
 
-  function drawSnapshots() {
-    document.querySelectorAll("figure[data-figure]").forEach(function (figure) {
-      const spec = figure.querySelector('script[data-role="plot-spec"]');
-      const plot = figure.querySelector('[data-role="plot"]');
-      if (spec && plot && !plot.classList.contains("js-plotly-plot") && !pending.has(plot)) window.playbookPlot(plot, spec.textContent);
-    });
-  }
-
-  // Python start-up progress, from PyScript's py:progress events.
-  const steps = ["Loading Pyodide", "Loaded Pyodide", "Loading files", "Loaded files", "Loaded interpreter"];
+  const figures = Array.from(document.querySelectorAll("figure[data-figure]")).map((element) => new LiveFigure(element));
+  const byNumber = new Map(figures.map((figure) => [figure.number, figure]));
   root.dataset.python = "loading";
-  addEventListener("py:progress", function (event) {
-    const text = String(event.detail || "");
-    const bar = document.querySelector('[data-role="python-progress"]');
-    const label = document.querySelector('[data-role="python-progress-text"]');
-    const step = steps.findIndex((s) => text.startsWith(s));
-    if (bar && step >= 0) bar.value = Math.max(bar.value, step + 1);
-    if (label && text) label.textContent = text + "…";
-  });
-  // If Python never reports ready, say so instead of spinning forever.
-  setTimeout(function () {
-    if (root.dataset.python === "loading") root.dataset.python = "slow";
-  }, 60000);
-
+  progress(1);
+  watchVisible();
+  connect();
 })();

@@ -1,0 +1,283 @@
+"""The figures' Python in the browser: one Pyodide interpreter in a PyScript worker.
+
+It never touches the page (no ``window``, no ``document``, so the site needs no
+cross-origin-isolation headers): ``site/static/playbook.js`` owns the DOM, reads the
+controls, and calls the functions ``serve`` exposes through ``pyscript.sync``. Each
+call returns plain data as JSON text, an *answer*::
+
+    {"number": 15, "errors": {key: message}, "view": {...} | null, "error": text | null}
+
+where ``view`` holds everything a state paints: the validated ``state``, its URL
+``fragment``, every control's position and shown text, the SVG, the Plotly spec, the
+readouts (markup, and per-readout slots so the page rewrites only changed numbers),
+note, text alternative and HTML block. ``error`` is set when the figure's render
+raised: the page shows it in that figure only.
+
+Because ``render`` is pure, a state's view is rendered once and kept (its JSON text,
+up to ``VIEW_CACHE_SIZE`` per figure). While no call is waiting, the worker renders
+ahead the states one control change away from where the reader is (first the figure
+last touched, then those in view), one state per event-loop turn, so a call waits
+for at most one render.
+"""
+import asyncio
+import gc
+import json
+import time
+import traceback
+from collections import OrderedDict
+
+from figures import registry
+from figures.contract import Number, Select, Slider, Toggle, decode_fragment, encode_state, nearby_states
+
+VIEW_CACHE_SIZE = 128  # views kept per figure
+AHEAD_LIMIT = 96  # states rendered ahead per figure, nearest first
+MESSAGE_PREFIX = "playbook:"  # what playbook.js listens for among the worker's messages
+
+
+def _dumps(value):
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _state_key(state):
+    return tuple(sorted(state.items()))
+
+
+class FigureSession:
+    """One figure's views and its render-ahead list."""
+
+    def __init__(self, figure):
+        self.figure = figure
+        self.views = OrderedDict()  # state key -> view JSON
+        self.upcoming = []  # states to render ahead, nearest last (popped from the end)
+        self.planned = 0
+        self.center = None  # the state the upcoming list was planned around
+
+    # -- readings from the page -> state ---------------------------------------
+    def values_from_readings(self, readings):
+        """Control readings as the page holds them (a slider's position, a select's
+        value, a checkbox's state, a field's text) -> values ``check_state`` reads."""
+        values = {}
+        for key, reading in readings.items():
+            try:
+                control = self.figure.control(key)
+            except KeyError:
+                continue
+            if isinstance(control, Slider):
+                try:
+                    values[key] = control.from_position(reading)
+                except (TypeError, ValueError):
+                    continue
+            else:
+                values[key] = reading
+        return values
+
+    def state_from(self, state_json):
+        """The page's last good state (JSON), validated; the default when absent."""
+        if not state_json:
+            return self.figure.default_state()
+        return self.figure.validate_state(json.loads(state_json))
+
+    # -- views ------------------------------------------------------------------
+    def view_json(self, state):
+        key = _state_key(state)
+        cached = self.views.get(key)
+        if cached is not None:
+            self.views.move_to_end(key)
+            return cached
+        view = self.figure.render(dict(state))
+        cached = _dumps(self.describe(state, view))
+        self.views[key] = cached
+        if len(self.views) > VIEW_CACHE_SIZE:
+            self.views.popitem(last=False)
+        return cached
+
+    def describe(self, state, view):
+        controls = {}
+        for control in self.figure.stateful_controls:
+            value = state[control.key]
+            if isinstance(control, Slider):
+                controls[control.key] = [str(control.position(value)), control.display(value)]
+            elif isinstance(control, Toggle):
+                controls[control.key] = [bool(value), ""]
+            elif isinstance(control, Number):
+                controls[control.key] = [control.display(value), ""]
+            elif isinstance(control, Select):
+                controls[control.key] = [str(value), ""]
+        return {
+            "state": state,
+            "fragment": encode_state(self.figure, state),
+            "controls": controls,
+            "svg": view.svg,
+            "plot": view.plot,
+            "readoutsHtml": "".join(r.html() for r in view.readouts),
+            # the slot of each readout: a page showing the same slots rewrites only texts
+            "readouts": [[r.key, r.label, r.color, r.data_value is None, r.text, r.data_value] for r in view.readouts],
+            "note": view.note,
+            "alt": view.alt,
+            "html": view.html or "",
+        }
+
+    def answer(self, state, errors=None):
+        """The answer for ``state``, rendering it if needed; a render error is reported,
+        not raised."""
+        try:
+            view = self.view_json(state)
+        except Exception as error:  # a broken figure must not break the page
+            return self.failure(state, error)
+        return f'{{"number":{self.figure.number},"errors":{_dumps(errors or {})},"view":{view},"error":null}}'
+
+    def failure(self, state, error):
+        """The answer when the figure raised: the page shows ``error`` in this figure only."""
+        print(f"figure {self.figure.number:02d}: " + "".join(traceback.format_exception(error)))
+        message = f"{type(error).__name__}: {error}"
+        return _dumps({"number": self.figure.number, "errors": {}, "view": None, "state": state, "error": message})
+
+    # -- rendering ahead ----------------------------------------------------------
+    def plan_ahead(self, state):
+        if not self.figure.render_ahead or (self.center is not None and _state_key(self.center) == _state_key(state)):
+            return
+        self.center = state
+        self.upcoming = nearby_states(self.figure, state, AHEAD_LIMIT)
+        self.upcoming.reverse()
+        self.planned = len(self.upcoming)
+
+    def render_one_ahead(self):
+        """Render the nearest state not yet rendered; False when none is left."""
+        while self.upcoming:
+            state = self.upcoming.pop()
+            if _state_key(state) in self.views:
+                continue
+            try:
+                self.view_json(state)
+            except Exception:
+                pass  # the reader sees this error only if they go there
+            return True
+        return False
+
+    @property
+    def ahead(self):
+        return self.planned - len(self.upcoming)
+
+
+class Worker:
+    """What the page calls. Every function takes and returns text (JSON)."""
+
+    def __init__(self, post):
+        self.post = post  # sends one message to the page
+        self.sessions = {number: FigureSession(figure) for number, figure in registry().items()}
+        self.touched = []  # figure numbers, most recently touched last
+        self.watched = []  # figure numbers in view
+        self.wake = asyncio.Event()
+        self.last_report = {}
+
+    def _session(self, number):
+        return self.sessions[int(number)]
+
+    def _touch(self, session, state):
+        number = session.figure.number
+        if number in self.touched:
+            self.touched.remove(number)
+        self.touched.append(number)
+        session.plan_ahead(state)
+        self.wake.set()
+
+    def update(self, number, readings_json, values_json, state_json):
+        """The reader moved controls (``readings``: every control's reading) or clicked a
+        part of the drawing that sets ``values``; ``state``: the last good state."""
+        session = self._session(number)
+        fallback = session.state_from(state_json)
+        raw = session.values_from_readings(json.loads(readings_json or "{}"))
+        raw.update(json.loads(values_json or "{}"))
+        state, errors = session.figure.check_state(raw, fallback=fallback)
+        errors = {key: message for key, message in errors.items() if isinstance(session.figure.control(key), Number)}
+        self._touch(session, state)
+        return session.answer(state, errors)
+
+    def press(self, number, key, state_json):
+        session = self._session(number)
+        state = session.state_from(state_json)
+        try:
+            state = session.figure.press(key, state)
+        except Exception as error:  # a broken button must not break the page
+            return session.failure(state, error)
+        self._touch(session, state)
+        return session.answer(state)
+
+    def restore(self, fragment):
+        """A link's state (``#fig-15:P=8,m=16``): the answer, or "null" if the fragment
+        names no figure on this page."""
+        decoded = decode_fragment(str(fragment or ""))
+        if decoded is None or decoded[0] not in self.sessions:
+            return "null"
+        session = self._session(decoded[0])
+        state = session.figure.validate_state(decoded[1])
+        self._touch(session, state)
+        return session.answer(state)
+
+    def watch(self, numbers_json):
+        """The figures now in view: rendered ahead after the one last touched."""
+        self.watched = [int(n) for n in json.loads(numbers_json) if int(n) in self.sessions]
+        for number in self.watched:
+            session = self.sessions[number]
+            if session.center is None:
+                session.plan_ahead(session.figure.default_state())
+        self.wake.set()
+
+    def rehearsal(self, number, index):
+        """The chart of the ``index``-th state near the last one touched (a Plotly spec as
+        JSON, or "null"): the page draws it and straight back while the reader is idle,
+        so the chart's first real redraws are not its slowest."""
+        session = self._session(number)
+        center = session.center or session.figure.default_state()
+        nearby = nearby_states(session.figure, center, int(index) + 1)
+        if len(nearby) <= int(index):
+            return "null"
+        try:
+            view = json.loads(session.view_json(nearby[int(index)]))
+        except Exception:
+            return "null"
+        return _dumps(view["plot"])
+
+    def _next_ahead(self):
+        for number in reversed(self.touched[-1:] + self.watched):
+            session = self.sessions[number]
+            if session.upcoming:
+                return session
+        return None
+
+    async def render_ahead(self):
+        """Forever: render one state ahead per event-loop turn while there is one."""
+        while True:
+            session = self._next_ahead()
+            if session is None:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            session.render_one_ahead()
+            number = session.figure.number
+            if not session.upcoming or time.monotonic() - self.last_report.get(number, 0) > 0.25:
+                self.last_report[number] = time.monotonic()
+                self.post({"type": "ahead", "number": number, "ready": session.ahead})
+            await asyncio.sleep(0)
+
+
+def serve():
+    """Start serving the page: expose the calls, report ready (or why not)."""
+    from polyscript import xworker  # the worker's end of PyScript's channel to the page
+    from pyscript import sync
+
+    def post(message):
+        xworker.postMessage(MESSAGE_PREFIX + _dumps(message))
+
+    try:
+        worker = Worker(post)
+        for name in ("update", "press", "restore", "watch", "rehearsal"):
+            setattr(sync, name, getattr(worker, name))
+        asyncio.ensure_future(worker.render_ahead())
+    except Exception as error:
+        post({"type": "failed", "error": f"{type(error).__name__}: {error}"})
+        raise
+    # Everything alive now lives for the whole visit: out of the collector's view, so
+    # collections during a render stay short.
+    gc.freeze()
+    post({"type": "ready"})
