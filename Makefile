@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: serve build test install install-test chromium bench clean
+.PHONY: serve build test install install-test chromium bench lighthouse clean
 
 serve: install
 	$(PY) build.py --serve --port $(PORT)
@@ -39,6 +39,14 @@ chromium:
 
 bench: install-test chromium
 	$(PY) bench/browser.py
+
+# Lighthouse (desktop and mobile presets) against the built site, served as --serve does.
+lighthouse: install-test chromium bench/node_modules/.installed
+	$(PY) bench/lighthouse.py
+
+bench/node_modules/.installed: bench/package.json bench/package-lock.json
+	npm ci --prefix bench --no-audit --no-fund
+	touch $@
 
 clean:
 	rm -rf dist .pytest_cache

@@ -3,24 +3,25 @@
 
     .venv/bin/python bench/browser.py [--runs 5] [--moves 50] [--pages 3]
 
-Prints two tables:
+The site is served the way `build.py --serve` serves it (compressed copies included).
+Prints:
   1. per page load (fresh browser context, so a cold HTTP cache each time): first
-     contentful paint; time until the Python runtime is ready; time until every figure
-     is live; and, in the same browser session (its own fresh context), the time a blank
-     page needs to boot bare Pyodide (the floor). All times from navigation start.
-  2. per figure: input-to-repaint latency over N control moves, from dispatching the
-     ``input`` event to the end of the synchronous re-render plus the style and layout it
-     forces. Each figure is scrolled into view and left alone for --settle-ms (default
-     2 s) before its first move, as a reader looks at a figure before touching it; what
-     the page does in that idle time (rendering ahead, rehearsing a chart's redraw) is
-     part of what it offers. --settle-ms 0 measures moves made the instant the page is
-     ready, while the browser is still compiling Pyodide's WebAssembly. Three patterns:
-     "drag" (each slider stepped from its default to its end and back, no pause);
-     "jump" (seeded random values over each control's full range, with a pause after
-     each move, as a reader looks at the result before the next click); and "cold jump"
-     (the same jumps back to back: nothing is rendered ahead). Each pattern runs on
-     --pages fresh pages; the table gives the median over pages of each page's p50 and
-     p95, then every page's p95.
+     contentful paint; time until the figures' worker is ready and every figure live;
+     bytes sent by the server until then; the longest main-thread task between first
+     paint and all-live (PerformanceObserver "longtask": none should pass 50 ms); and,
+     in its own fresh context, the floor: a blank page whose worker loads the same
+     Pyodide (from the same server, compressed). Times from navigation start.
+  2. per figure: input-to-painted latency over N control moves: from dispatching the
+     ``input`` event to the end of the animation frame that paints the worker's answer
+     (the paint's DOM writes and the style and layout they cause). The page paints on the
+     next animation frame, so the wait for it is part of every number. Each figure is
+     scrolled into view and left alone for --settle-ms first (the worker renders ahead
+     meanwhile). Patterns: "drag" (each slider stepped from its default to its end and
+     back, each move made as the previous one is painted), "jump" (seeded random values
+     over each control's whole range, with --pause-ms after each), "cold" (the same
+     jumps back to back: little is rendered ahead). Each runs on --pages fresh pages;
+     the table gives the median over pages of each page's p50 and p95, then each page's
+     p95, and the longest main-thread task seen during the moves.
 Not part of the test suite: numbers depend on the machine.
 """
 import argparse
@@ -40,31 +41,70 @@ from figures import registry  # noqa: E402
 from figures.contract import Select, Slider  # noqa: E402
 
 MARKS = """
-window.__bench = {};
+window.__bench = {long: []};
+new PerformanceObserver(list => list.getEntries().forEach(e => window.__bench.long.push([e.startTime, e.duration])))
+  .observe({type: 'longtask', buffered: true});
 new MutationObserver(() => {
   const root = document.documentElement;
   if (root.dataset.python === 'ready' && !window.__bench.ready) window.__bench.ready = performance.now();
   const figures = [...document.querySelectorAll('figure[data-figure]')];
-  if (figures.length && figures.every(f => f.dataset.state === 'live') && !window.__bench.live) window.__bench.live = performance.now();
+  if (window.__bench.ready && figures.length && figures.every(f => f.dataset.state === 'live') && !window.__bench.live) window.__bench.live = performance.now();
 }).observe(document, {attributes: true, subtree: true, attributeFilter: ['data-python', 'data-state']});
 """
 
 FLOOR_PAGE = """<!doctype html><html><head><meta charset="utf-8"></head><body>
 <script type="module">
-import {{ loadPyodide }} from "/{pyodide_dir}/pyodide.mjs";
-await loadPyodide();
-window.__floor = performance.now();
+const source = `import {{ loadPyodide }} from "${{location.origin}}/{pyodide_dir}/pyodide.mjs";
+await loadPyodide({{ indexURL: "${{location.origin}}/{pyodide_dir}/" }});
+postMessage("ready");`;
+const worker = new Worker(URL.createObjectURL(new Blob([source], {{ type: "text/javascript" }})), {{ type: "module" }});
+worker.onmessage = () => {{ window.__floor = performance.now(); }};
 </script></body></html>"""
 
-MOVE = """([selector, value]) => {
+# One move: set the control, dispatch `input`, and wait for the figure to paint the
+# answer (its data-busy attribute goes away inside the paint's animation frame); then
+# force the style and layout that paint caused. Returns [ms, longest task during it].
+MOVE = """async ([selector, value]) => {
   const input = document.querySelector(selector);
-  const view = input.closest('figure').querySelector('[data-role=view]');
+  const figure = input.closest('figure');
+  const longest = window.__bench.long.length;
   input.value = value;
+  const painted = new Promise(resolve => {
+    const observer = new MutationObserver(() => {
+      if (!figure.hasAttribute('data-busy')) { observer.disconnect(); resolve(); }
+    });
+    observer.observe(figure, {attributes: true, attributeFilter: ['data-busy']});
+  });
   const t0 = performance.now();
   input.dispatchEvent(new Event('input', {bubbles: true}));
-  view.getBoundingClientRect();
-  return performance.now() - t0;
+  await painted;
+  figure.getBoundingClientRect();
+  const elapsed = performance.now() - t0;
+  await new Promise(resolve => setTimeout(resolve, 0));
+  return [elapsed, Math.max(0, ...window.__bench.long.slice(longest).map(e => e[1]))];
 }"""
+
+
+class CountingServer:
+    """The site's own server, counting the bytes it sends (bodies as sent: compressed
+    where the browser accepted it)."""
+
+    def __init__(self, site):
+        self.sent = 0
+        owner = self
+        server = build.make_server(site, "127.0.0.1", 0)
+        handler = server.RequestHandlerClass
+
+        class Counting(handler.func):
+            def copyfile(self, source, outputfile):
+                before = source.tell()
+                super().copyfile(source, outputfile)
+                owner.sent += source.tell() - before
+
+        server.RequestHandlerClass = type(handler)(Counting, *handler.args, **handler.keywords)
+        self.server = server
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def percentile(values, fraction):
@@ -81,7 +121,7 @@ def control_values(control):
     return None
 
 
-def measure_loads(browser, base, runs):
+def measure_loads(browser, server, runs):
     """Each page load and each floor load gets its own fresh context (cold HTTP cache),
     alternating which goes first so neither benefits from the other's warm-up."""
     rows = []
@@ -90,15 +130,18 @@ def measure_loads(browser, base, runs):
         for kind in (("page", "floor") if run % 2 == 0 else ("floor", "page")):
             context = browser.new_context()
             page = context.new_page()
+            server.sent = 0
             if kind == "page":
                 page.add_init_script(MARKS)
-                page.goto(base + "/")
+                page.goto(server.base + "/")
                 page.wait_for_function("window.__bench.live && window.__bench.ready", timeout=120_000)
+                sent = server.sent
                 fcp = page.evaluate("performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN")
                 marks = page.evaluate("window.__bench")
-                results["page"] = (fcp, marks["ready"], marks["live"])
+                longest = max([d for start, d in marks["long"] if fcp <= start + d and start <= marks["live"]] or [0])
+                results["page"] = (fcp, marks["live"], sent / 1e6, longest)
             else:
-                page.goto(base + "/bench-floor.html")
+                page.goto(server.base + "/bench-floor.html")
                 page.wait_for_function("window.__floor", timeout=120_000)
                 results["floor"] = page.evaluate("window.__floor")
             context.close()
@@ -131,6 +174,7 @@ def drag_moves(figure, moves):
 def measure_moves(browser, base, moves, pattern, settle_ms, pause_ms=0):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
+    page.add_init_script(MARKS)
     page.goto(base + "/")
     page.wait_for_function("document.documentElement.dataset.python === 'ready'", timeout=120_000)
     results = {}
@@ -143,7 +187,7 @@ def measure_moves(browser, base, moves, pattern, settle_ms, pause_ms=0):
             latencies.append(page.evaluate(MOVE, [selector, value]))
             page.wait_for_timeout(pause_ms)
         results[figure.number] = latencies
-    errors = page.locator(".py-error").count()
+    errors = page.locator("[data-state=error]").count()
     context.close()
     return results, errors
 
@@ -163,46 +207,45 @@ def main():
         site = build.build(Path(tmp) / "dist")
         pyodide_dir = next((site / "vendor").glob("pyodide-*")).relative_to(site).as_posix()
         (site / "bench-floor.html").write_text(FLOOR_PAGE.format(pyodide_dir=pyodide_dir))
-        server = build.make_server(site, "127.0.0.1", 0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        base = f"http://127.0.0.1:{server.server_address[1]}"
+        server = CountingServer(site)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium_path(), args=BROWSER_ARGS)
-            loads = measure_loads(browser, base, args.runs)
+            loads = measure_loads(browser, server, args.runs)
             patterns = {"drag": (drag_moves, 0), "jump": (random_moves, args.pause_ms), "cold": (random_moves, 0)}
-            pages = {name: [] for name in patterns}  # pattern -> one {figure: latencies} per page
+            pages = {name: [] for name in patterns}  # pattern -> one {figure: [(ms, longest task)]} per page
             errors = 0
             for _ in range(args.pages):
                 for name, (pattern, pause_ms) in patterns.items():
-                    latencies, page_errors = measure_moves(browser, base, args.moves, pattern, args.settle_ms, pause_ms)
+                    latencies, page_errors = measure_moves(browser, server.base, args.moves, pattern, args.settle_ms, pause_ms)
                     pages[name].append(latencies)
                     errors += page_errors
             browser.close()
-        server.shutdown()
+        server.server.shutdown()
 
     print(f"Page loads (ms from navigation start; fresh context each run; {args.runs} runs)")
-    print(f"{'run':>4} {'FCP':>8} {'ready':>8} {'all live':>9} {'Pyodide floor':>14} {'live/floor':>11}")
-    for i, (fcp, ready, live, floor) in enumerate(loads, 1):
-        print(f"{i:>4} {fcp:>8.0f} {ready:>8.0f} {live:>9.0f} {floor:>14.0f} {live / floor:>11.2f}")
+    print(f"{'run':>4} {'FCP':>8} {'all live':>9} {'MB sent':>8} {'longest task':>13} {'worker floor':>13} {'live/floor':>11}")
+    for i, (fcp, live, sent, longest, floor) in enumerate(loads, 1):
+        print(f"{i:>4} {fcp:>8.0f} {live:>9.0f} {sent:>8.2f} {longest:>13.0f} {floor:>13.0f} {live / floor:>11.2f}")
     med = [statistics.median(col) for col in zip(*loads)]
-    print(f"{'med':>4} {med[0]:>8.0f} {med[1]:>8.0f} {med[2]:>9.0f} {med[3]:>14.0f} {med[2] / med[3]:>11.2f}")
+    print(f"{'med':>4} {med[0]:>8.0f} {med[1]:>9.0f} {med[2]:>8.2f} {med[3]:>13.0f} {med[4]:>13.0f} {med[1] / med[4]:>11.2f}")
     print()
-    print(f"Input-to-repaint latency (ms; up to {args.moves} moves per figure and page, first move included; "
+    print(f"Input-to-painted latency (ms; up to {args.moves} moves per figure and page, first move included; "
           f"{args.settle_ms} ms idle before a figure's first move; jumps paused {args.pause_ms} ms after each move, "
-          f"cold jumps not at all). p50 and p95 are each page's, then the median over {args.pages} fresh pages: "
-          "one page's p95 rests on its few slowest moves, which a single hiccup of the machine can set.")
-    print(f"{'figure':>7} {'drag p50':>9} {'drag p95':>9} {'jump p50':>9} {'jump p95':>9} {'cold p50':>9} {'cold p95':>9} {'max':>7}")
+          f"cold jumps not at all). p50 and p95 are each page's, then the median over {args.pages} fresh pages.")
+    print(f"{'figure':>7} {'drag p50':>9} {'drag p95':>9} {'jump p50':>9} {'jump p95':>9} {'cold p50':>9} {'cold p95':>9} {'max':>7} {'long task':>10}")
     for number in sorted(pages["drag"][0]):
-        cells = [statistics.median(percentile(page[number], q) for page in pages[name])
+        cells = [statistics.median(percentile([ms for ms, _ in page[number]], q) for page in pages[name])
                  for name in patterns for q in (0.5, 0.95)]
-        worst = max(max(page[number]) for name in patterns for page in pages[name])
-        print(f"{number:>7} " + " ".join(f"{c:>9.1f}" for c in cells) + f" {worst:>7.1f}")
+        worst = max(ms for name in patterns for page in pages[name] for ms, _ in page[number])
+        longest = max(task for name in patterns for page in pages[name] for _, task in page[number])
+        print(f"{number:>7} " + " ".join(f"{c:>9.1f}" for c in cells) + f" {worst:>7.1f} {longest:>10.0f}")
     print("Each page's p95:")
     for number in sorted(pages["drag"][0]):
         print(f"{number:>7} " + "   ".join(
-            f"{name} " + " ".join(f"{percentile(page[number], 0.95):.1f}" for page in pages[name]) for name in patterns))
+            f"{name} " + " ".join(f"{percentile([ms for ms, _ in page[number]], 0.95):.1f}" for page in pages[name])
+            for name in patterns))
     if errors:
-        print(f"WARNING: {errors} .py-error banners after the moves")
+        print(f"WARNING: {errors} figures in the error state after the moves")
 
 
 if __name__ == "__main__":

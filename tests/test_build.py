@@ -1,8 +1,11 @@
 """The builder: deterministic output, versioned asset URLs, a server with the MIME types
 Pyodide needs, and source mistakes reported as file:line instead of a silent blank."""
+import gzip
+import html as html_lib
 import json
 import re
 import threading
+import zipfile
 import urllib.request
 from pathlib import Path
 
@@ -36,9 +39,20 @@ def test_asset_urls_carry_a_content_hash_or_version(built):
         assert (built / url.lstrip("/")).is_file(), url
 
 
+WORKER_TAG = r'<script type="py" worker name="figures" src="([^"]+)" config="([^"]+)"></script>'
+
+
+def test_one_python_worker_and_no_python_on_the_page_thread(built):
+    html = (built / "index.html").read_text()
+    assert len(re.findall(r'<script type="py"', html)) == 1
+    bootstrap = (built / re.search(WORKER_TAG, html).group(1).lstrip("/")).read_text()
+    assert "from figures.worker import serve" in bootstrap and "serve()" in bootstrap
+    assert "pyodide.asm.wasm" not in re.sub(r'data-runtime-files="[^"]*"', "", html)  # the worker fetches it, not the page
+
+
 def test_pyscript_config_uses_local_interpreter_and_one_archive(built):
     html = (built / "index.html").read_text()
-    config_url = re.search(r'<script type="py" config="([^"]+)"', html).group(1)
+    config_url = re.search(WORKER_TAG, html).group(2)
     config = json.loads((built / config_url.lstrip("/")).read_text())
     assert config["interpreter"] == "/vendor/pyodide-314.0.7/pyodide.mjs"
     assert "packages" not in config
@@ -53,8 +67,10 @@ def test_base_url_prefixes_every_root_absolute_path(tmp_path):
     out = build.build(tmp_path / "dist", base_url="/playbook/")
     html = (out / "index.html").read_text()
     assert not re.search(r'(?:src|href|config)="/(?!playbook/)', html)
-    config_url = re.search(r'<script type="py" config="([^"]+)"', html).group(1)
+    config_url = re.search(WORKER_TAG, html).group(2)
     config = json.loads((out / config_url.removeprefix("/playbook/")).read_text())
+    checks = json.loads(html_lib.unescape(re.search(r'data-runtime-files="([^"]+)"', html).group(1)))
+    assert checks and all(check["url"].startswith("/playbook/") for check in checks)
     assert config["interpreter"].startswith("/playbook/vendor/pyodide-")
     assert all(source.startswith("/playbook/py/") for source in config["files"])
     with pytest.raises(build.BuildError, match="base-url"):
@@ -67,6 +83,48 @@ def test_every_figure_is_baked_in_with_its_default_view(built):
         assert f'id="{figure.anchor}"' in html and 'data-state="static"' in html
         for readout in figure.render(figure.default_state()).readouts:
             assert f'data-key="{readout.key}"' in html
+
+
+def test_large_assets_have_compressed_copies_of_the_same_bytes(built):
+    import brotli
+
+    for name in ("vendor/pyodide-314.0.7/pyodide.asm.wasm", "vendor/pyodide-314.0.7/python_stdlib.zip", "index.html"):
+        original = (built / name).read_bytes()
+        assert brotli.decompress((built / f"{name}.br").read_bytes()) == original
+        assert gzip.decompress((built / f"{name}.gz").read_bytes()) == original
+    assert (built / "vendor/pyodide-314.0.7/pyodide.asm.wasm.br").stat().st_size < 3_000_000
+    assert not list(built.rglob("*.br.br")) and not list(built.rglob("*.gz.br"))  # copies are never re-compressed
+
+
+def test_pyodide_stdlib_is_repacked_stored_with_the_same_files(built):
+    shipped = zipfile.ZipFile(build.NODE_MODULES / "pyodide/python_stdlib.zip")
+    repacked = zipfile.ZipFile(built / "vendor/pyodide-314.0.7/python_stdlib.zip")
+    assert [i.filename for i in repacked.infolist()] == [i.filename for i in shipped.infolist()]
+    assert {i.compress_type for i in repacked.infolist()} == {zipfile.ZIP_STORED}
+    for info in shipped.infolist()[::25]:
+        assert repacked.read(info.filename) == shipped.read(info)
+
+
+def test_server_sends_compressed_copies_to_browsers_that_accept_them(built):
+    server = build.make_server(built, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/vendor/pyodide-314.0.7/pyodide.asm.wasm"
+    original = (built / "vendor/pyodide-314.0.7/pyodide.asm.wasm").read_bytes()
+    try:
+        for accept, encoding in (("gzip, deflate, br", "br"), ("gzip", "gzip"), ("identity", None)):
+            with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept-Encoding": accept})) as response:
+                body = response.read()
+                assert response.headers["Content-Type"] == "application/wasm"
+                assert response.headers.get("Content-Encoding") == encoding
+                assert int(response.headers["Content-Length"]) == len(body)
+            if encoding == "gzip":
+                body = gzip.decompress(body)
+            elif encoding == "br":
+                import brotli
+                body = brotli.decompress(body)
+            assert body == original
+    finally:
+        server.shutdown()
 
 
 def test_server_sends_the_mime_types_pyodide_needs(built):

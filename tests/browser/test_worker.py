@@ -1,0 +1,157 @@
+"""Python off the main thread: the figures' interpreter lives in a PyScript worker.
+
+The page's own thread holds no Pyodide; a fast drag never queues renders (latest wins)
+and never paints a stale state over a newer one; a worker that dies or cannot start
+leaves every figure on its drawing with one line saying so; and the site works from a
+plain static server that sends no special headers."""
+import functools
+import http.server
+import threading
+
+import pytest
+
+from figures import registry
+from figures.contract import encode_state
+
+from tests.browser.drive import assert_shows, read_state, readouts, set_control, settle
+from tests.browser.harness import PageSession
+
+pytestmark = pytest.mark.browser
+
+FIFTEEN = registry()[15]
+
+
+@pytest.fixture(scope="module")
+def session(browser, base_url):
+    session = PageSession(browser, base_url)
+    session.open("/")
+    yield session
+    session.close()
+
+
+def test_the_page_thread_holds_no_pyodide(session):
+    page = session.page
+    main_thread = page.evaluate("""() => ({
+        pyodide: typeof window.pyodide !== 'undefined' || typeof window.loadPyodide !== 'undefined',
+        fetched: performance.getEntriesByType('resource').map(e => e.name).filter(n => /pyodide|python_stdlib|playbook\\.[0-9a-f]+\\.zip/.test(n)),
+        isolated: window.crossOriginIsolated,
+        worker: !!document.querySelector('script[type="py"][worker]').xworker,
+    })""")
+    # Pyodide's files are fetched by the worker, not the page (the page only asks the
+    # server, with HEAD, that they are there); no cross-origin isolation is needed.
+    assert main_thread["pyodide"] is False and main_thread["worker"] is True
+    assert main_thread["isolated"] is False
+    heads = page.evaluate("performance.getEntriesByType('resource').filter(e => /pyodide\\.asm\\.wasm/.test(e.name)).map(e => e.transferSize)")
+    assert all(size < 2000 for size in heads), heads  # HEAD answers only: the 9 MB body went to the worker
+
+
+MONITOR = """anchor => {
+  const figure = document.getElementById(anchor);
+  window.__painted = [];
+  new MutationObserver(() => window.__painted.push(figure.dataset.fragment))
+    .observe(figure, {attributes: true, attributeFilter: ['data-fragment']});
+}"""
+
+
+def test_a_fast_drag_coalesces_and_never_paints_a_stale_state(session):
+    """Forty moves in one burst: the figure asks the worker at most a few times, paints
+    the states in the order the reader made them, and ends on the last one."""
+    page = session.page
+    set_control(page, FIFTEEN, "P", 16)
+    page.evaluate(MONITOR, FIFTEEN.anchor)
+    made = page.evaluate("""() => {
+      const slider = document.querySelector('#fig-15 [data-control=m]');
+      const made = [];
+      for (let i = 0; i < 40; i++) {
+        slider.value = String(64 - i);
+        made.push(slider.value);
+        slider.dispatchEvent(new Event('input', {bubbles: true}));
+      }
+      return made;
+    }""")
+    settle(page, FIFTEEN.anchor)
+    painted = page.evaluate("window.__painted")
+    final = {**read_state(page, FIFTEEN), "m": int(made[-1])}
+    assert painted[-1] == encode_state(FIFTEEN, final)
+    assert len(painted) <= 3, painted  # not forty: readings are taken when a call leaves
+    order = [int(fragment.split("m=")[1].split(",")[0]) for fragment in painted]
+    assert order == sorted(order, reverse=True), order  # never an older state after a newer one
+    assert_shows(page, FIFTEEN, final)
+
+
+def test_a_long_drag_over_the_heaviest_states_builds_no_lag(session):
+    """A drag across Figure 15's largest states, one move every 8 ms (faster than any
+    frame): when the reader stops, the figure shows the last state within ~a render."""
+    page = session.page
+    set_control(page, FIFTEEN, "P", 16)
+    set_control(page, FIFTEEN, "v", 4)
+    lag = page.evaluate("""() => new Promise(resolve => {
+      const slider = document.querySelector('#fig-15 [data-control=m]');
+      const figure = document.getElementById('fig-15');
+      let i = 0;
+      const timer = setInterval(() => {
+        slider.value = String(1 + (i * 7) % 64);
+        slider.dispatchEvent(new Event('input', {bubbles: true}));
+        if (++i < 120) return;
+        clearInterval(timer);
+        const stopped = performance.now();
+        const check = () => figure.hasAttribute('data-busy') ? requestAnimationFrame(check) : resolve(performance.now() - stopped);
+        check();
+      }, 8);
+    })""")
+    assert lag < 500, f"{lag:.0f} ms from the last move to its paint"
+    assert_shows(page, FIFTEEN, read_state(page, FIFTEEN))
+
+
+def test_a_dead_worker_leaves_every_figure_on_its_drawing_and_says_so(browser, base_url):
+    session = PageSession(browser, base_url)
+    try:
+        page = session.open("/")
+        set_control(page, FIFTEEN, "m", 16)
+        shown = readouts(page, FIFTEEN.anchor)
+        page.evaluate("document.querySelector('script[type=\"py\"][worker]').xworker.terminate()")
+        set_control(page, FIFTEEN, "m", 32)  # unanswered: after the call's timeout the page gives up
+        page.wait_for_function("document.documentElement.dataset.python === 'failed'", timeout=20_000)
+        assert readouts(page, FIFTEEN.anchor) == shown  # the last drawing stays
+        statuses = page.eval_on_selector_all("figure[data-figure]", "fs => fs.map(f => f.querySelector('[data-role=status]').textContent)")
+        assert statuses and all("unavailable" in text for text in statuses)
+        assert page.is_visible("#fig-15 [data-role=status]") and page.is_visible(".python-status-failed")
+        assert session.page_errors == []
+    finally:
+        session.close()
+
+
+def test_a_wasm_served_with_the_wrong_type_is_reported_at_once(browser, base_url):
+    """A host that serves .wasm as octet-stream would hang Pyodide silently; the page
+    asks first and says that live figures are unavailable."""
+    def wrong_type(route):
+        response = route.fetch()
+        route.fulfill(response=response, headers={**response.headers, "content-type": "application/octet-stream"})
+    session = PageSession(browser, base_url, routes={"**/pyodide.asm.wasm": wrong_type})
+    try:
+        page = session.page
+        page.goto(base_url + "/")
+        page.wait_for_function("document.documentElement.dataset.python === 'failed'", timeout=20_000)
+        assert any("served as application/octet-stream" in line for line in session.console)
+        assert page.get_attribute("#fig-15", "data-state") == "static"
+    finally:
+        session.close()
+
+
+def test_the_site_works_from_a_plain_static_server(browser, site):
+    """No COOP/COEP, no compression, no special types beyond what Python's own
+    http.server sends: the worker starts and a move paints."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    session = PageSession(browser, f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        page = session.open("/")
+        assert page.evaluate("window.crossOriginIsolated") is False
+        set_control(page, FIFTEEN, "P", 8)
+        assert_shows(page, FIFTEEN, {**FIFTEEN.default_state(), "P": 8})
+        assert session.console_errors == [] and session.page_errors == [] and session.blocked == []
+    finally:
+        session.close()
+        server.shutdown()
