@@ -70,6 +70,24 @@ except BaseException as error:
 serve()
 """
 
+# The page's Content-Security-Policy: scripts from this origin only, never inline.
+# Pyodide compiles WebAssembly ('wasm-unsafe-eval'). PyScript 0.7.31 needs two more (the
+# README names them): it builds its worker's hooks with Function() ('unsafe-eval'; without
+# it PyScript falls back to a main-thread interpreter from a CDN, which the policy then
+# blocks) and starts that worker from a blob: URL (worker-src). plotly.js injects <style>.
+CONTENT_SECURITY_POLICY = "; ".join((
+    "default-src 'self'",
+    "script-src 'self' 'wasm-unsafe-eval' 'unsafe-eval'",
+    "worker-src 'self' blob:",
+    "connect-src 'self'",
+    "img-src 'self' data:",
+    "style-src 'self' 'unsafe-inline'",
+    "font-src 'self'",
+    "object-src 'none'",
+    "base-uri 'self'",
+    "form-action 'none'",
+))
+
 FIGURE_DIRECTIVE = "figure"
 FIGURE_MARKER = re.compile(r"<!--\s*figure\s+(\d\d):\s*([^>]*?)\s*-->")
 HEADING_ANCHOR = re.compile(r"\s*\{#([a-z0-9][a-z0-9-]*)\}\s*$")
@@ -469,6 +487,7 @@ def build(dist=ROOT / "dist", base_url="/"):
     stylesheet = write_hashed(dist, "assets", "playbook", ".css",
                               palette.css().encode() + (SITE / "static/playbook.css").read_bytes())
     script = write_hashed(dist, "assets", "playbook", ".js", (SITE / "static/playbook.js").read_bytes())
+    noscript_stylesheet = write_hashed(dist, "assets", "noscript", ".css", (SITE / "static/noscript.css").read_bytes())
 
     templates = jinja2.Environment(
         loader=jinja2.FileSystemLoader(SITE / "templates"),
@@ -502,6 +521,8 @@ def build(dist=ROOT / "dist", base_url="/"):
             runtime_files=json.dumps(runtime_checks(base_url, runtime, archive), separators=(",", ":")),
             stylesheet=f"{base_url}{stylesheet}",
             script=f"{base_url}{script}",
+            noscript_stylesheet=f"{base_url}{noscript_stylesheet}",
+            content_security_policy=CONTENT_SECURITY_POLICY,
             palette_dark=json.dumps(palette.dark_map(), sort_keys=True),
         )
     except jinja2.TemplateError as error:

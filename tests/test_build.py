@@ -209,11 +209,12 @@ def test_a_template_error_fails_the_build_with_its_location(tmp_path, monkeypatc
     (broken / "page.html").write_text("<html>{{ body | safe }}\n{{ no_such_variable.attr }}</html>")
     monkeypatch.setattr(build, "SITE", Path(tmp_path))
     (tmp_path / "static").mkdir()
-    for name in ("playbook.css", "playbook.js"):
-        (tmp_path / "static" / name).write_text("/* */")
+    for static in (build.SITE / "static").iterdir():
+        (tmp_path / "static" / static.name).write_text("/* */")
     monkeypatch.setattr(build, "CONTENT", tmp_path / "content")
     (tmp_path / "content").mkdir()
-    (tmp_path / "content" / "01-a.md").write_text("## A {#a}\n\n:::{figure} 8\n:::\n\n:::{figure} 15\n:::\n")
+    placed = "".join(f":::{{figure}} {number}\n:::\n\n" for number in sorted(registry()))
+    (tmp_path / "content" / "01-a.md").write_text("## A {#a}\n\n" + placed)
     with pytest.raises(build.BuildError, match=r"page\.html:2: template error"):
         build.build(tmp_path / "dist")
 
@@ -226,3 +227,14 @@ def test_prose_quotes_a_figure_readout_at_its_default_or_a_named_state(tmp_path)
     assert ddp == "120 GB"
     assert html.count('class="quoted-readout"') == 2
     assert f'data-key="per_device_bytes">{ddp}</span>, ZeRO-3 <span' in html and ">1.88 GB</span>" in html
+
+
+def test_no_inline_script_runs_and_the_policy_says_so(built):
+    html = (built / "index.html").read_text()
+    for tag in re.findall(r"<script\b[^>]*>", html):
+        assert 'src="' in tag or 'type="application/json"' in tag, tag  # data blocks never run
+    assert not re.search(r"\son[a-z]+=", re.sub(r"<(svg|math)\b.*?</\1>", "", html, flags=re.S)), "inline event handler"
+    policy = html_lib.unescape(re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1))
+    directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+    assert directives["script-src"].split() == ["'self'", "'wasm-unsafe-eval'", "'unsafe-eval'"]
+    assert directives["connect-src"] == "'self'" and "'unsafe-inline'" not in directives["script-src"]

@@ -518,6 +518,12 @@
     if (label && steps[step]) label.textContent = steps[step] + "…";
   }
 
+  // A figure's controls are a form only for their labels and keyboard order: Enter in a
+  // typed field must not submit (and reload) the page.
+  document.addEventListener("submit", function (event) {
+    if (event.target.matches('[data-role="controls"]')) event.preventDefault();
+  });
+
   // A figure's code block (figures/html.py `code`) copies its text.
   document.addEventListener("click", function (event) {
     const button = event.target.closest && event.target.closest("button[data-copy]");

@@ -36,6 +36,9 @@ class PageSession:
         for pattern, handler in (routes or {}).items():
             self.context.route(pattern, handler)
         self.page = self.context.new_page()
+        self.page.add_init_script(
+            "window.__cspViolations = []; document.addEventListener('securitypolicyviolation',"
+            " e => window.__cspViolations.push(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile))")
         self.page.on("console", self._on_console)
         self.page.on("pageerror", lambda error: self.page_errors.append(str(error)))
 
@@ -59,6 +62,10 @@ class PageSession:
         except Exception:
             raise AssertionError("Python runtime never became ready. Console:\n" + "\n".join(self.console[-40:]))
         return self.page
+
+    def csp_violations(self):
+        """What the page's Content-Security-Policy blocked since it loaded."""
+        return self.page.evaluate("window.__cspViolations")
 
     def close(self):
         self.context.close()

@@ -118,6 +118,7 @@ def test_a_chart_in_view_rehearses_its_redraw_and_still_shows_its_own_state(sess
 
 
 def test_no_errors_after_all_that_interaction(session):
+    assert session.csp_violations() == []
     assert session.console_errors == [] and session.page_errors == []
     assert session.page.locator(".py-error").count() == 0
     assert session.blocked == []
