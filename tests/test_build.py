@@ -209,7 +209,7 @@ def test_a_template_error_fails_the_build_with_its_location(tmp_path, monkeypatc
     (broken / "page.html").write_text("<html>{{ body | safe }}\n{{ no_such_variable.attr }}</html>")
     monkeypatch.setattr(build, "SITE", Path(tmp_path))
     (tmp_path / "static").mkdir()
-    for static in (build.SITE / "static").iterdir():
+    for static in (build.ROOT / "site" / "static").iterdir():
         (tmp_path / "static" / static.name).write_text("/* */")
     monkeypatch.setattr(build, "CONTENT", tmp_path / "content")
     (tmp_path / "content").mkdir()
