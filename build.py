@@ -22,9 +22,12 @@ import json
 import os
 import re
 import shutil
+import struct
 import sys
 import traceback
+import urllib.parse
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -469,8 +472,12 @@ def build(dist=ROOT / "dist", base_url="/"):
     from figures import palette, registry
     from models import strategies
 
+    site_url = None
+    if base_url.startswith(("https://", "http://")):  # the canonical address: links use its path
+        site_url = base_url
+        base_url = urllib.parse.urlsplit(base_url).path or "/"
     if not base_url.startswith("/") or not base_url.endswith("/"):
-        raise BuildError(f"--base-url must start and end with '/', got {base_url!r}")
+        raise BuildError(f"--base-url must start and end with '/' (or be a full https:// URL ending in '/'), got {base_url!r}")
     if dist.exists():
         shutil.rmtree(dist)
     dist.mkdir(parents=True)
@@ -488,6 +495,8 @@ def build(dist=ROOT / "dist", base_url="/"):
                               palette.css().encode() + (SITE / "static/playbook.css").read_bytes())
     script = write_hashed(dist, "assets", "playbook", ".js", (SITE / "static/playbook.js").read_bytes())
     noscript_stylesheet = write_hashed(dist, "assets", "noscript", ".css", (SITE / "static/noscript.css").read_bytes())
+    favicon = write_hashed(dist, "assets", "favicon", ".svg", (SITE / "static/favicon.svg").read_bytes())
+    preview = write_hashed(dist, "assets", "preview", ".png", preview_png())
 
     templates = jinja2.Environment(
         loader=jinja2.FileSystemLoader(SITE / "templates"),
@@ -523,13 +532,73 @@ def build(dist=ROOT / "dist", base_url="/"):
             script=f"{base_url}{script}",
             noscript_stylesheet=f"{base_url}{noscript_stylesheet}",
             content_security_policy=CONTENT_SECURITY_POLICY,
+            service_worker=f"{base_url}sw.js",
+            favicon=f"{base_url}{favicon}",
+            # Open Graph wants absolute URLs: with --base-url https://host/path/ they are.
+            preview_image=f"{site_url or base_url}{preview}",
+            canonical_url=site_url,
             palette_dark=json.dumps(palette.dark_map(), sort_keys=True),
         )
     except jinja2.TemplateError as error:
         raise BuildError(f"{template_location(error)}: template error: {error}") from error
     (dist / "index.html").write_text(page, encoding="utf-8")
+    write_service_worker(dist)
     precompress(dist)
     return dist
+
+
+def write_service_worker(dist):
+    """``sw.js``: the offline copy of this build. It lists every file of the build (the page
+    as ``./``) and names its cache after their hash, so a new build installs a new cache
+    and drops the old one."""
+    files = sorted(p.relative_to(dist).as_posix() for p in dist.rglob("*") if p.is_file())
+    listing = ["./"] + [f"./{name}" for name in files if name != "index.html"]
+    digest = content_hash("\n".join(files).encode() + b"".join((dist / name).read_bytes() for name in files))
+    source = (SITE / "static/sw.js").read_text()
+    source = source.replace('"__CACHE__"', json.dumps(f"playbook-{digest}")).replace("__FILES__", json.dumps(listing, indent=0))
+    (dist / "sw.js").write_text(source)
+
+
+def preview_png(width=1200, height=630):
+    """The page's social preview: Figure 15's default state (four pipeline schedules on one
+    clock) drawn as a PNG from the same simulation the figure draws, in the palette's
+    colours. Pure Python: bars only, no text."""
+    from figures import palette, registry
+    from models import pipeline
+
+    figure = registry()[15]
+    state = figure.default_state()
+    paper, lane = (251, 250, 247), (232, 229, 221)
+    colours = {kind: bytes.fromhex(palette.COLOURS[key].light[1:]) for kind, key in (("F", "forward"), ("B", "backward"), ("W", "weight"))}
+    timelines = [pipeline.simulate(name, state["P"], state["m"], state["v"] if name == "interleaved" else 1)
+                 for name in pipeline.SCHEDULES]
+    longest = max(t.makespan for t in timelines)
+    pixels = [bytearray(bytes(paper) * width) for _ in range(height)]
+    margin, gap = 48, 24
+    row = (height - 2 * margin - gap * (len(timelines) - 1)) / (len(timelines) * state["P"])
+    scale = (width - 2 * margin) / longest
+
+    def fill(x0, y0, x1, y1, colour):
+        for y in range(int(y0), int(y1)):
+            pixels[y][int(x0) * 3:int(x1) * 3] = bytes(colour) * (int(x1) - int(x0))
+
+    top = margin
+    for timeline in timelines:
+        for stage in range(timeline.stages):
+            fill(margin, top + stage * row + 1, width - margin, top + (stage + 1) * row - 1, lane)
+        for passes in timeline.passes:
+            y = top + passes.stage * row
+            for start in passes.starts:
+                x = margin + start * scale
+                fill(x + 1, y + 2, x + passes.duration_s * scale - 1, y + row - 2, colours[passes.kind])
+        top += timeline.stages * row + gap
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    raw = b"".join(b"\x00" + bytes(line) for line in pixels)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
 def runtime_checks(base_url, runtime, archive):
@@ -622,7 +691,9 @@ def make_server(root, host="127.0.0.1", port=8000, base_url="/"):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "dist", help="output directory (default: dist/)")
-    parser.add_argument("--base-url", default="/", help="URL prefix the site is served under (default: /)")
+    parser.add_argument("--base-url", default="/",
+                        help="URL prefix the site is served under (default: /); a full https://host/path/ also sets "
+                             "the canonical URL and absolute preview-image links")
     parser.add_argument("--serve", action="store_true", help="serve the built site")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
@@ -634,8 +705,9 @@ def main(argv=None):
         return 1
     print(f"built {dist / 'index.html'}")
     if args.serve:
-        server = make_server(dist, args.host, args.port, args.base_url)
-        print(f"serving at http://{args.host}:{args.port}{args.base_url}  (Ctrl-C to stop)", flush=True)
+        path = urllib.parse.urlsplit(args.base_url).path or "/"
+        server = make_server(dist, args.host, args.port, path)
+        print(f"serving at http://{args.host}:{args.port}{path}  (Ctrl-C to stop)", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

@@ -22,7 +22,7 @@ CONTROLS = (
     Slider("v", "Chunks per device v (interleaved)", min=1, max=4, step=1, default=2),
 )
 
-WIDTH, LEFT, RIGHT = 960, 112, 12
+WIDTH, LEFT, RIGHT = 720, 64, 12  # drawn 1:1 in the article's figure column (labels stay 11 px)
 PANEL_GAP, HEADER = 16, 20
 LABEL_PITCH_PX = 13  # closest two "stage k" labels may sit, centre to centre
 THINNED_STAGE_LABELS = 6

@@ -29,7 +29,9 @@ def table(headers, rows, *, caption=None, row_classes=None, **attributes):
         for row, cls in zip(rows, row_classes)
     )
     title = f"<caption>{_text(caption)}</caption>" if caption else ""
-    return f'<div class="table-wrap"><table{_attributes({"class": "figure-table", **attributes})}>{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    # the wrapper scrolls sideways on a phone: keyboard users must be able to reach it
+    region = _attributes({"class": "table-wrap", "tabindex": "0", "role": "region", "aria-label": caption or "table"})
+    return f'<div{region}><table{_attributes({"class": "figure-table", **attributes})}>{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def items(entries, *, ordered=False, **attributes):

@@ -238,3 +238,29 @@ def test_no_inline_script_runs_and_the_policy_says_so(built):
     directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
     assert directives["script-src"].split() == ["'self'", "'wasm-unsafe-eval'", "'unsafe-eval'"]
     assert directives["connect-src"] == "'self'" and "'unsafe-inline'" not in directives["script-src"]
+
+
+def test_the_page_describes_itself_for_links_and_tabs(built, tmp_path):
+    html = (built / "index.html").read_text()
+    assert re.search(r"<title>[^<]{20,}</title>", html) and '<meta name="description" content="' in html
+    favicon = re.search(r'<link rel="icon" href="/([^"]+\.svg)" type="image/svg\+xml">', html).group(1)
+    assert (built / favicon).read_bytes().startswith(b"<svg")
+    image = re.search(r'<meta property="og:image" content="/([^"]+\.png)">', html).group(1)
+    png = (built / image).read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and png[16:24] == (1200).to_bytes(4, "big") + (630).to_bytes(4, "big")
+    assert "canonical" not in html  # no public address given
+    public = build.build(tmp_path / "dist", base_url="https://example.org/playbook/")
+    page = (public / "index.html").read_text()
+    assert '<link rel="canonical" href="https://example.org/playbook/">' in page
+    assert re.search(r'<meta property="og:image" content="https://example.org/playbook/assets/preview\.[0-9a-f]{12}\.png">', page)
+    assert 'src="/playbook/assets/playbook.' in page  # links keep the path
+
+
+def test_the_offline_copy_lists_every_file_of_its_build(built):
+    source = (built / "sw.js").read_text()
+    cache = re.search(r'const CACHE = "(playbook-[0-9a-f]{12})";', source).group(1)
+    files = json.loads(re.search(r"const FILES = (\[.*?\]);", source, flags=re.S).group(1))
+    on_disk = {"./" + p.relative_to(built).as_posix() for p in built.rglob("*") if p.is_file()}
+    assert files[0] == "./" and set(files[1:]) == {f for f in on_disk
+                                                   if not f.endswith((".br", ".gz")) and f not in ("./index.html", "./sw.js")}
+    assert cache != "playbook-000000000000"

@@ -110,17 +110,21 @@
     const script = document.createElement("script");
     script.src = plotlySrc;
     script.onload = function () {
-      document.querySelectorAll("figure[data-figure]").forEach(function (figure) {
-        const spec = figure.querySelector('script[data-role="plot-spec"]');
-        const container = figure.querySelector('[data-role="plot"]');
-        if (spec && container && !pendingPlots.has(container) && !container.classList.contains("js-plotly-plot")) {
-          pendingPlots.set(container, JSON.parse(spec.textContent));
-        }
-      });
       pendingPlots.forEach((spec, container) => plot(container, spec));
       pendingPlots.clear();
     };
     document.head.appendChild(script);
+  }
+
+  // A chart comes near the viewport (or the page is printed): draw it, from its baked
+  // spec unless a newer one is waiting. One chart per call: drawing all at once when
+  // plotly.js lands would be one long task.
+  function ensureChart(figure) {
+    const container = figure.querySelector('[data-role="plot"]');
+    if (!container || shownPlots.has(container)) return;
+    const baked = figure.querySelector('script[data-role="plot-spec"]');
+    const spec = pendingPlots.get(container) || (baked && baked.textContent);
+    if (spec) plot(container, spec);
   }
 
   // ---------------------------------------------------------------------------
@@ -205,6 +209,9 @@
     restoring.then(function () {
       figures.forEach(function (figure) { figure.pump(); });
       root.dataset.python = "ready";
+      // Once the reader has the live page, and the machine is idle: plotly.js (for
+      // charts further down, and for printing) and the offline copy.
+      requestIdleCallback(function () { loadPlotly(); registerServiceWorker(); measureEquations(); }, { timeout: 10000 });
     });
   }
 
@@ -230,7 +237,7 @@
         if (entry.isIntersecting) visibleNumbers.add(figure.number);
         else visibleNumbers.delete(figure.number);
         if (entry.isIntersecting && figure.plotContainer) {
-          loadPlotly();
+          ensureChart(figure.element);
           figure.rehearseWhenIdle();
         }
       });
@@ -545,6 +552,72 @@
       setTimeout(() => link.classList.remove("copied"), 1500);
     }, function () {});
   });
+
+  // Each figure's "Copy link": the page's address with the figure's current state.
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest('[data-role="copy-link"]');
+    if (!button) return;
+    const figure = button.closest("figure");
+    const url = location.href.split("#")[0] + "#" + (figure.dataset.fragment || figure.id);
+    const done = function () {
+      button.dataset.copied = "";
+      setTimeout(() => delete button.dataset.copied, 1500);
+    };
+    if (navigator.clipboard) navigator.clipboard.writeText(url).then(done, function () { history.replaceState(null, "", url); });
+    else history.replaceState(null, "", url);
+  });
+
+  // The contents are a menu on narrow screens (closed, and closed again after a pick)
+  // and a sidebar on wide ones.
+  const toc = document.querySelector('[data-role="toc"]');
+  const wide = matchMedia("(min-width: 70rem)");
+  function placeToc() { if (toc) toc.open = wide.matches; }
+  wide.addEventListener("change", placeToc);
+  placeToc();
+  if (toc) toc.addEventListener("click", function (event) {
+    if (!wide.matches && event.target.closest("a")) toc.open = false;
+  });
+
+  // A drawing (or a long equation) wider than its column scrolls sideways: say so, and
+  // let the keyboard reach it, while it does.
+  function markOverflow(box) {
+    const overflows = box.scrollWidth > box.clientWidth + 1;
+    const cue = box.matches('[data-role="view"]') && box.parentElement.querySelector('[data-role="scroll-cue"]');
+    if (cue && cue.hidden === overflows) cue.hidden = !overflows;
+    if (overflows) box.setAttribute("tabindex", "0");
+    else box.removeAttribute("tabindex");
+  }
+  const overflowWatcher = new ResizeObserver(function (entries) {
+    entries.forEach(function (entry) {
+      if (entry.target.clientWidth > 0) markOverflow(entry.target);  // 0: in a chapter skipped off screen
+    });
+  });
+  document.querySelectorAll('figure [data-role="view"], math[display="block"]').forEach((box) => overflowWatcher.observe(box));
+  // Off-screen chapters are not laid out (content-visibility), so their equations are
+  // measured in idle time, one per idle period, and again after the window resizes.
+  function measureEquations() {
+    const queue = Array.from(document.querySelectorAll('math[display="block"]'));
+    (function next(deadline) {
+      while (queue.length && deadline.timeRemaining() > 4) markOverflow(queue.shift());
+      if (queue.length) requestIdleCallback(next);
+    })({ timeRemaining: () => 0 });
+  }
+  let resizeTimer = 0;
+  addEventListener("resize", function () { clearTimeout(resizeTimer); resizeTimer = setTimeout(measureEquations, 300); });
+
+  // Printing shows every figure as it is now: charts not yet drawn are drawn first.
+  addEventListener("beforeprint", function () {
+    if (window.Plotly) document.querySelectorAll("figure[data-figure]").forEach(ensureChart);
+  });
+
+  // After the first visit the site works offline: a service worker keeps every file.
+  function registerServiceWorker() {
+    const url = root.dataset.serviceWorker;
+    if (!url || !("serviceWorker" in navigator)) return;
+    navigator.serviceWorker.register(url, { scope: root.dataset.baseUrl || "/" }).catch(function (error) {
+      console.warn("offline copy unavailable: " + error);
+    });
+  }
 
   const figures = Array.from(document.querySelectorAll("figure[data-figure]")).map((element) => new LiveFigure(element));
   const byNumber = new Map(figures.map((figure) => [figure.number, figure]));

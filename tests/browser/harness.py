@@ -28,9 +28,9 @@ def chromium_path():
 class PageSession:
     """A page plus everything it said: console errors, page errors, off-origin requests."""
 
-    def __init__(self, browser, base_url, routes=None):
+    def __init__(self, browser, base_url, routes=None, viewport=None, **context_options):
         self.base_url = base_url
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900}, **context_options)
         self.console_errors, self.page_errors, self.blocked, self.console = [], [], [], []
         self.context.route("**/*", self._route)
         for pattern, handler in (routes or {}).items():

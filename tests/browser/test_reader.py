@@ -1,0 +1,265 @@
+"""Every reader, every device: accessibility (axe-core, light and dark, every figure live,
+and at 390 px), a phone-sized layout, reduced motion, print, the offline copy, sharing a
+figure's state."""
+import io
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+import build
+from figures import registry
+from figures.contract import Play, Slider, encode_state
+
+from tests.browser.drive import read_state, set_control, settle
+from tests.browser.harness import PageSession
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+AXE = ROOT / "node_modules/axe-core/axe.min.js"
+BASELINES = Path(__file__).with_name("baselines")
+PHONE = {"width": 390, "height": 844}
+FIFTEEN = registry()[15]
+
+
+def run_axe(page):
+    """axe-core's WCAG 2.x A/AA (and best-practice) rules on the whole page."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE.read_text())
+    result = page.evaluate("""async () => {
+      const r = await axe.run(document, {resultTypes: ['violations']});
+      return r.violations.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 5).map(n => n.target.join(' ') + ' :: ' + n.failureSummary)}));
+    }""")
+    return result
+
+
+def show_every_figure(page):
+    """Scroll each figure into view (charts draw when near), then back to the top."""
+    for number in sorted(registry()):
+        page.evaluate(f"document.getElementById('fig-{number:02d}').scrollIntoView()")
+        page.wait_for_timeout(150)
+    page.wait_for_function("[...document.querySelectorAll('[data-role=plot]')].every(p => p.classList.contains('js-plotly-plot'))",
+                           timeout=90_000)
+    page.evaluate("window.scrollTo(0, 0)")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_nothing_with_every_figure_live(browser, base_url, scheme):
+    session = PageSession(browser, base_url)
+    try:
+        session.page.emulate_media(color_scheme=scheme)
+        page = session.open("/")
+        show_every_figure(page)
+        assert page.eval_on_selector_all("figure[data-figure]", "fs => fs.every(f => f.dataset.state === 'live')")
+        assert run_axe(page) == []
+    finally:
+        session.close()
+
+
+@pytest.fixture(scope="module")
+def phone(browser, base_url):
+    session = PageSession(browser, base_url, viewport=PHONE)
+    session.open("/")
+    yield session
+    session.close()
+
+
+def test_axe_finds_nothing_on_a_phone(phone):
+    show_every_figure(phone.page)
+    assert run_axe(phone.page) == []
+
+
+def test_a_phone_never_scrolls_sideways_and_every_label_is_readable(phone):
+    page = phone.page
+    show_every_figure(page)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    # rendered text size: CSS font size times the drawing's scale on screen
+    smallest = page.evaluate("""() => {
+      const sizes = [];
+      for (const node of document.querySelectorAll('main p, main li, main td, main dd, main dt, main label, main output, figure text')) {
+        if (!node.getClientRects().length) continue;
+        let size = parseFloat(getComputedStyle(node).fontSize);
+        if (node instanceof SVGElement) size *= node.getScreenCTM().a;
+        sizes.push([size, node.tagName + ' ' + (node.textContent || '').slice(0, 30)]);
+      }
+      sizes.sort((a, b) => a[0] - b[0]);
+      return sizes.slice(0, 3);
+    }""")
+    assert smallest[0][0] >= 11 - 1e-6, smallest
+    # a drawing wider than the phone scrolls inside its figure, and says so
+    for number in sorted(registry()):
+        overflows, cue = page.evaluate(f"""() => {{
+          const f = document.getElementById('fig-{number:02d}');
+          const v = f.querySelector('[data-role=view]');
+          return [v.scrollWidth > v.clientWidth + 1, !f.querySelector('[data-role=scroll-cue]').hidden];
+        }}""")
+        assert overflows == cue, number
+
+
+def test_the_contents_are_a_menu_on_a_phone(phone):
+    page = phone.page
+    page.evaluate("window.scrollTo(0, 0)")
+    assert page.evaluate("document.querySelector('[data-role=toc]').open") is False
+    page.click("[data-role=toc] summary")
+    assert page.is_visible("[data-role=toc] a[href='#zero']")
+    page.click("[data-role=toc] a[href='#zero']")
+    assert page.evaluate("document.querySelector('[data-role=toc]').open") is False
+    assert page.evaluate("location.hash") == "#zero"
+
+
+def _screenshot_matches(image_bytes, name):
+    """Compare with the stored baseline (PLAYBOOK_UPDATE_BASELINES=1 writes it): the
+    share of pixels that differ by more than a little must stay under 0.5%."""
+    from PIL import Image, ImageChops
+
+    baseline = BASELINES / f"{name}.png"
+    if os.environ.get("PLAYBOOK_UPDATE_BASELINES") or not baseline.exists():
+        BASELINES.mkdir(exist_ok=True)
+        baseline.write_bytes(image_bytes)
+        if not os.environ.get("PLAYBOOK_UPDATE_BASELINES"):
+            pytest.fail(f"no baseline for {name}: wrote {baseline}, check it and commit it")
+    shot = Image.open(io.BytesIO(image_bytes)).convert("RGB")
+    expected = Image.open(baseline).convert("RGB")
+    width, height = shot.size
+    if abs(width - expected.size[0]) > 2 or abs(height - expected.size[1]) > 2:
+        shot.save(BASELINES / f"{name}.actual.png")
+        return f"size {shot.size} against {expected.size} (see {name}.actual.png)"
+
+    def changed_at(dx, dy):
+        """Share of clearly different pixels with the shot moved by (dx, dy): an element at a
+        fractional position on another page lands a pixel off and anti-aliases differently."""
+        w, h = min(width, expected.size[0]) - 2, min(height, expected.size[1]) - 2
+        a = shot.crop((1 + dx, 1 + dy, 1 + dx + w - 2, 1 + dy + h - 2))
+        b = expected.crop((1, 1, 1 + w - 2, 1 + h - 2))
+        difference = ImageChops.difference(a, b).convert("L").point(lambda value: 255 if value > 40 else 0)
+        return sum(difference.histogram()[255:]) / (w * h)
+
+    changed = min(changed_at(dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1))
+    if changed < 0.005:
+        return None
+    shot.save(BASELINES / f"{name}.actual.png")  # to look at; never committed
+    return f"{changed:.1%} of pixels differ (see {name}.actual.png)"
+
+
+@pytest.mark.parametrize("number", [8, 15])
+def test_figures_on_a_phone_look_as_they_did(phone, number):
+    page = phone.page
+    anchor = f"fig-{number:02d}"
+    page.evaluate(f"document.getElementById('{anchor}').scrollIntoView()")
+    if number == 8:
+        page.wait_for_selector(f"#{anchor} .js-plotly-plot .bars")
+    page.wait_for_timeout(300)
+    problem = _screenshot_matches(page.locator(f"#{anchor}").screenshot(animations="disabled"), f"phone-{anchor}")
+    assert problem is None, problem
+
+
+def test_with_reduced_motion_nothing_moves_by_itself(browser, base_url):
+    session = PageSession(browser, base_url, reduced_motion="reduce")
+    try:
+        page = session.open("/")
+        show_every_figure(page)
+        page.wait_for_timeout(1500)
+        assert page.evaluate("document.getAnimations().length") == 0
+        for figure in registry().values():  # every play toggle is off and its slider still
+            for control in figure.stateful_controls:
+                if isinstance(control, Play):
+                    assert not page.is_checked(f"#{figure.anchor} [data-control='{control.key}']")
+                    driven = f"#{figure.anchor} [data-control='{control.drives}']"
+                    before = page.input_value(driven)
+                    page.wait_for_timeout(2 * control.interval_ms)
+                    assert page.input_value(driven) == before
+    finally:
+        session.close()
+
+
+def test_print_shows_every_figure_as_it_is_without_controls(browser, base_url):
+    session = PageSession(browser, base_url)
+    try:
+        page = session.open("/")
+        set_control(page, FIFTEEN, "P", 8)
+        show_every_figure(page)
+        page.emulate_media(media="print")
+        hidden = page.eval_on_selector_all(
+            "[data-role=controls], nav.toc, .copy-link, .python-status",
+            "nodes => nodes.every(n => getComputedStyle(n).display === 'none')")
+        assert hidden
+        figures = page.eval_on_selector_all("figure[data-figure]", """fs => fs.map(f => [f.id,
+            getComputedStyle(f).breakInside, !!f.querySelector('[data-role=view] svg, [data-role=view] .js-plotly-plot')])""")
+        assert all(brk == "avoid" and drawn for _, brk, drawn in figures), figures
+        assert "P = 8 stages" in page.text_content("#fig-15 [data-role=alt]")  # its current state, not the default
+        after = page.evaluate("getComputedStyle(document.querySelector('main a[href^=\"http\"]:not(.references a)') || document.body, '::after').content")
+        assert after == "none" or "http" in after
+        pdf = page.pdf(format="A4")
+        assert pdf.startswith(b"%PDF") and len(pdf) > 100_000
+    finally:
+        session.close()
+
+
+def test_copy_link_carries_the_figure_state(browser, base_url):
+    session = PageSession(browser, base_url)
+    try:
+        session.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
+        page = session.open("/")
+        set_control(page, FIFTEEN, "m", 16)
+        page.click("#fig-15 [data-role=copy-link]")
+        page.wait_for_function("document.querySelector('#fig-15 [data-role=copy-link]').hasAttribute('data-copied')")
+        state = read_state(page, FIFTEEN)
+        assert page.evaluate("navigator.clipboard.readText()") == f"{base_url}/#{encode_state(FIFTEEN, state)}"
+    finally:
+        session.close()
+
+
+class SwappableServer:
+    """The site's server, whose directory can be swapped for a new build."""
+
+    def __init__(self, root):
+        self.root = root
+        owner = self
+        server = build.make_server(root, "127.0.0.1", 0)
+        partial = server.RequestHandlerClass
+
+        class Swappable(partial.func):
+            def __init__(self, *args, **kwargs):
+                kwargs["directory"] = str(owner.root)
+                super().__init__(*args, **kwargs)
+
+        server.RequestHandlerClass = Swappable
+        self.server = server
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_after_one_visit_the_site_works_offline_and_a_new_build_replaces_the_cache(browser, site, tmp_path):
+    served = SwappableServer(site)
+    session = PageSession(browser, served.base)
+    try:
+        page = session.open("/")
+        page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=60_000)
+        first = page.evaluate("caches.keys()")
+        assert len(first) == 1 and first[0].startswith("playbook-")
+        session.context.set_offline(True)
+        page.reload()
+        page.wait_for_function("document.documentElement.dataset.python === 'ready'", timeout=90_000)
+        set_control(page, FIFTEEN, "P", 8)
+        assert page.get_attribute("#fig-15", "data-state") == "live"
+        assert read_state(page, FIFTEEN)["P"] == 8
+        session.context.set_offline(False)
+
+        # a new build at the same address: its service worker takes over with its own cache
+        second = tmp_path / "second"
+        shutil.copytree(site, second)
+        index = second / "index.html"
+        index.write_text(index.read_text().replace("</footer>", "<p>second build</p></footer>"))
+        build.write_service_worker(second)
+        served.root = second
+        page.reload()
+        page.wait_for_function(f"caches.keys().then(k => k.length === 1 && k[0] !== {json.dumps(first[0])})", timeout=60_000)
+        page.reload()
+        assert "second build" in page.text_content("footer")
+    finally:
+        session.close()
+        served.server.shutdown()
