@@ -427,6 +427,7 @@ __all__ = [
 
 from models import hardware  # noqa: E402  (this section's imports, kept with it)
 from models._validate import choice, finite_result  # noqa: E402
+from operator import mul as _mul  # noqa: E402
 
 BLOCKS = ("mlp", "attention")
 ORDERS = ("column_row", "row_first")
@@ -448,6 +449,7 @@ class Panel:
     name: str
     layout: str
     pieces: tuple
+    weight: bool = False  # a weight matrix (rows are input features), not activations (rows are tokens)
 
 
 @dataclass(frozen=True)
@@ -469,12 +471,24 @@ class BlockWalkthrough:
     max_abs_error: float  # max |output - serial_output|
 
 
-def _multi_head(q, k, v, heads, causal=False):
-    """Heads side by side: concat_i softmax(Q_i K_iᵀ/√d) V_i (Vaswani et al. 2017 Eq. 1)."""
+def _product(a, b):
+    """``matmul`` without re-checking its inputs: for matrices this section built itself."""
+    columns = list(zip(*b))
+    return [[math.fsum(map(_mul, row, col)) for col in columns] for row in a]
+
+
+def _multi_head(q, k, v, heads):
+    """Heads side by side: concat_i softmax(Q_i K_iᵀ/√d) V_i (Vaswani et al. 2017 Eq. 1),
+    non-causal, like ``_head_attention`` but without re-checking matrices built here."""
     d = len(q[0]) // heads
-    per_head = [_head_attention(_columns(q, i * d, (i + 1) * d), _columns(k, i * d, (i + 1) * d),
-                                _columns(v, i * d, (i + 1) * d), causal) for i in range(heads)]
-    return [sum((ph[r] for ph in per_head), []) for r in range(len(q))]
+    scale = 1.0 / math.sqrt(d)
+    out = [[] for _ in q]
+    for i in range(heads):
+        qs, ks, vs = _columns(q, i * d, (i + 1) * d), _columns(k, i * d, (i + 1) * d), _columns(v, i * d, (i + 1) * d)
+        weights = _softmax_rows([[math.fsum(map(_mul, qi, kj)) * scale for kj in ks] for qi in qs])
+        for row, head_row in zip(out, _product(weights, vs)):
+            row.extend(head_row)
+    return out
 
 
 def _concat_columns(pieces):
@@ -568,42 +582,42 @@ def block_walkthrough(block, order, tp, seed=0):
             first_out = [_concat_columns([q, k, v]) for q, k, v in zip(run.q_shards, run.k_shards, run.v_shards)]
             local, partial, output, b_shards = run.head_outputs, run.partial_outputs, run.output, run.wo_shards
         steps = (
-            WalkStep(f"Column-parallel: every rank multiplies the whole X by its columns of {a_name}",
-                     (Panel("X", "replicated", (x,)), Panel(a_name, "columns", tuple(a_shards)),
+            WalkStep(f"Column-parallel: the whole X times each rank's columns of {a_name}",
+                     (Panel("X", "replicated", (x,)), Panel(a_name, "columns", tuple(a_shards), True),
                       Panel(f"X{a_name}", "columns", tuple(first_out))), ""),
-            WalkStep(f"{first} on each rank's own columns: no communication",
+            WalkStep(f"{first[0].upper() + first[1:]} on each rank's own columns: no communication",
                      (Panel(first, "columns", tuple(local)),), ""),
-            WalkStep(f"Row-parallel: each rank multiplies its columns by its rows of {b_name}: partial sums",
-                     (Panel(b_name, "rows", tuple(b_shards)), Panel("partial sums", "partial", tuple(partial))),
+            WalkStep(f"Row-parallel: its columns times its rows of {b_name}: partial sums",
+                     (Panel(b_name, "rows", tuple(b_shards), True), Panel("partial sums", "partial", tuple(partial))),
                      "AllReduce"),
             WalkStep("The AllReduce adds them: every rank holds the output",
                      (Panel("output", "replicated", (output,)), Panel("one device", "single", (serial,))), ""),
         )
     else:
         x_shards, a_shards = split_columns(x, tp), split_rows(a, tp)
-        partial_first = [matmul(x_i, a_i) for x_i, a_i in zip(x_shards, a_shards)]
+        partial_first = [_product(x_i, a_i) for x_i, a_i in zip(x_shards, a_shards)]
         if block == "mlp":
             local = [gelu_matrix(p) for p in partial_first]
-            right = gelu_matrix(matmul(x, a))
+            right = gelu_matrix(_product(x, a))
         else:
             h = DEMO_HIDDEN
             local = [_multi_head(_columns(p, 0, h), _columns(p, h, 2 * h), _columns(p, 2 * h, 3 * h), DEMO_HEADS)
                      for p in partial_first]
-            full = matmul(x, a)
+            full = _product(x, a)
             right = _multi_head(_columns(full, 0, h), _columns(full, h, 2 * h), _columns(full, 2 * h, 3 * h), DEMO_HEADS)
         summed = sum_matrices(local)
         b_shards = split_columns(b, tp)
-        outs = [matmul(summed, b_i) for b_i in b_shards]
+        outs = [_product(summed, b_i) for b_i in b_shards]
         output = _concat_columns(outs)
         steps = (
-            WalkStep(f"Rows first: rank i multiplies its columns of X by its rows of {a_name}: partial sums",
-                     (Panel("X", "columns", tuple(x_shards)), Panel(a_name, "rows", tuple(a_shards)),
+            WalkStep(f"Rows first: X's columns times {a_name}'s rows give partial sums",
+                     (Panel("X", "columns", tuple(x_shards)), Panel(a_name, "rows", tuple(a_shards), True),
                       Panel(f"X{a_name}", "partial", tuple(partial_first))), ""),
-            WalkStep(f"{first} of each partial sum, then the AllReduce: too late",
+            WalkStep(f"{first[0].upper() + first[1:]} of each partial sum, then the AllReduce: too late",
                      (Panel(f"{first} per rank", "partial", tuple(local)),
                       Panel(f"{first} of the sum", "single", (right,))), "AllReduce"),
-            WalkStep(f"The summed {first} output times {b_name} split by columns",
-                     (Panel(f"sum of {first}s", "replicated", (summed,)), Panel(b_name, "columns", tuple(b_shards)),
+            WalkStep(f"The summed {first} times {b_name} split by columns",
+                     (Panel("summed", "replicated", (summed,)), Panel(b_name, "columns", tuple(b_shards), True),
                       Panel("output slices", "columns", tuple(outs))), "AllGather"),
             WalkStep("The AllGather assembles the output: compare with one device",
                      (Panel("output", "replicated", (output,)), Panel("one device", "single", (serial,))), ""),
