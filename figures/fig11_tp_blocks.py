@@ -158,5 +158,5 @@ def render(state):
            f"{'columns then rows' if order == 'column_row' else 'rows first'}, in four steps of heatmaps coloured by "
            f"owning rank. Forward collectives: {readouts[0].text}. Largest difference from the one-device result: "
            f"{readouts[1].text}. Each AllReduce at {size}: {readouts[2].text}.")
-    drawing = svg.document(WIDTH, height, parts, label=alt)
+    drawing = svg.document(WIDTH, height, parts, label=alt, class_="svg-narrow")
     return View(svg=drawing, readouts=readouts, note=note, alt=alt)

@@ -361,3 +361,16 @@ def context_comm_time(seq, hidden, heads, cp, *, kv_heads=None, micro_batch=1, b
 
 
 __all__ += ["ulysses_fits", "ContextCommTime", "context_comm_time"]
+
+
+def ring_idle_steps(work):
+    """Ring steps at which each rank has no visible (query, key) chunk pair to compute, from a
+    ``causal_work`` result's schedule. Contiguous chunks: rank i idles for C - 1 - i steps (the
+    K/V blocks of later ranks are all masked for it), so rank 0 for C - 1 of the C; two chunks
+    per rank: none (Liu et al. 2023; Megatron-LM context parallelism)."""
+    if not isinstance(work, CausalWork):
+        raise ValueError(f"work must be a CausalWork from causal_work(), got {work!r}")
+    return tuple(sum(1 for row in work.schedule if row[rank] == 0) for rank in range(work.ranks))
+
+
+__all__ += ["ring_idle_steps"]

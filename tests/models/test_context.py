@@ -244,3 +244,11 @@ def test_context_comm_time_by_hand():
     assert wide.ring_step_s == pytest.approx(4e-6 + block / 2 / 25e9, rel=1e-12)
     assert cx.context_comm_time(s, h, heads, 1).ring_s == 0.0
     assert cx.context_comm_time(s, h, heads, 16, gpus_per_node=16, intra_link="nvlink5").link == "nvlink5"
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4, 8, 64])
+def test_ring_idle_steps(ranks):
+    assert cx.ring_idle_steps(cx.causal_work(ranks)) == tuple(ranks - 1 - i for i in range(ranks))
+    assert cx.ring_idle_steps(cx.causal_work(ranks, "two_chunks")) == (0,) * ranks
+    with pytest.raises(ValueError, match="work"):
+        cx.ring_idle_steps(ranks)
