@@ -90,7 +90,6 @@ def render(state):
     else:
         parts.append(svg.text(LEFT, TOP - 10, f"every T up to 64 fits in one {intra} domain", class_="svg-label"))
     parts.extend(hits)
-    where = ("across nodes" if chosen.crosses_node else "inside the node") if chosen.tp > 1 else "none at T = 1"
     readouts = (
         Readout("layer_time_s", f"layer time at T = {chosen.tp}", fmt.duration(chosen.layer_s), chosen.layer_s),
         Readout("tp_comm_fraction", "spent in AllReduces", fmt.percent(chosen.comm_fraction),
@@ -99,7 +98,10 @@ def render(state):
                 f"yes, T = {chosen.tp} > {state['gpus']} GPUs per node" if chosen.crosses_node else "no",
                 1 if chosen.crosses_node else 0),
         Readout("speedup", "speedup over T = 1", f"{fmt.decimal(chosen.speedup)}x", chosen.speedup),
-        Readout("allreduce_s", "one AllReduce", f"{fmt.duration(chosen.allreduce_s)} ({where})", chosen.allreduce_s),
+        Readout("allreduce_s", "one AllReduce", fmt.duration(chosen.allreduce_s) if chosen.tp > 1 else "none at T = 1",
+                chosen.allreduce_s),
+        Readout("gemm_efficiency", "GEMM efficiency (illustrative)", fmt.percent(chosen.gemm_efficiency, 0),
+                chosen.gemm_efficiency),
         Readout("forward_compute_s", "forward GEMMs", fmt.duration(chosen.forward_compute_s), chosen.forward_compute_s, "forward"),
         Readout("backward_compute_s", "backward GEMMs", fmt.duration(chosen.backward_compute_s), chosen.backward_compute_s, "backward"),
     )

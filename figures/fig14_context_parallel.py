@@ -91,7 +91,8 @@ def render(state):
     _causal_panel(LEFT + 14, top, work, fills, triangles)
     _schedule_panel(LEFT + 264, top, work, fills)
     soft.append((LEFT + 14, top + SIDE + 16, f"busiest rank / mean: {fmt.decimal(work.imbalance)}"))
-    soft.append((LEFT + 264, top + SIDE + 16, f"rank 0 idle for {context.ring_idle_steps(work)[0]} of {C} steps"))
+    idle = context.ring_idle_steps(work)[0]
+    soft.append((LEFT + 264, top + SIDE + 16, f"rank 0 idle for {idle} of {C} steps"))
     y = top + SIDE + 50
     labels.append((LEFT, y, "Ulysses: All-to-All from a split by tokens to a split by heads"))
     before, after = (LEFT + 14, y + 14), (LEFT + 264, y + 14)
@@ -135,6 +136,7 @@ def render(state):
                 ring.forward_bytes_per_rank),
         Readout("ulysses_ok", "Ulysses fits (C <= KV heads)", "yes" if ok else "no", 1 if ok else 0, "ok" if ok else "warn"),
         Readout("causal_imbalance", "busiest rank's attention work / mean", fmt.decimal(work.imbalance), work.imbalance),
+        Readout("rank0_idle_steps", "ring steps rank 0 sits idle", f"{idle} of {C}", idle, "idle"),
         Readout("ring_time_s", "ring transfers (hide behind compute)", fmt.duration(times.ring_s), times.ring_s),
         Readout("ulysses_time_s", "Ulysses All-to-Alls (attention waits)",
                 fmt.duration(times.ulysses_s) if ok else "not possible", times.ulysses_s),
