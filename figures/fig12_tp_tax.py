@@ -16,6 +16,7 @@ CAPTION = (
 )
 DEGREES = (1, 2, 4, 8, 16, 32, 64)
 NETWORK_LINKS = ("ib_hdr", "ib_ndr", "ib_xdr", "roce_400gbe")
+GPUS = ("a100_80gb", "h100_sxm", "b200", "mi300x")  # one of each speed: an H200 or a 40 GB A100 would draw the same bars
 
 CONTROLS = (
     Slider("T", "Tensor-parallel degree T", stops=DEGREES, default=8),
@@ -23,7 +24,7 @@ CONTROLS = (
     Slider("seq", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=4096),
     Slider("micro", "Microbatch b", stops=(1, 2, 4, 8, 16), default=1),
     Select("gpus", "GPUs per node", options=((4, "4"), (8, "8"), (16, "16"), (72, "72 (an NVL72 rack)")), default=8),
-    Select("gpu", "GPU", options=tuple((k, g.name) for k, g in hardware.GPUS.items()), default="h100_sxm"),
+    Select("gpu", "GPU", options=tuple((k, hardware.GPUS[k].name) for k in GPUS), default="h100_sxm"),
     Select("inter", "Network", options=tuple((k, hardware.LINKS[k].name) for k in NETWORK_LINKS), default="ib_ndr"),
 )
 

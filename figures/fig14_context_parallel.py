@@ -12,8 +12,9 @@ CAPTION = (
     "The same causal attention split over C ranks two ways, for one layer's forward pass. Top left, the score "
     "matrix cut into chunks and coloured by the rank whose queries it holds; top right, what each rank computes "
     "at each of ring attention's C steps (grey: idle). Below, Ulysses swaps a split by tokens for a split by heads "
-    "with All-to-Alls, which works only while every rank gets a whole KV head. Try the two-chunk layout, then raise "
-    "C past the KV heads."
+    "with All-to-Alls, which works only while every rank gets a whole KV head. At the bottom, both schemes' "
+    "communication time for every C, on the node's own links and then on the network. Try the two-chunk layout, "
+    "then raise C past the KV heads."
 )
 SCALE_UP = ("nvlink3", "nvlink4", "nvlink5", "infinity_fabric_mi300x", "pcie4_x16", "pcie5_x16")
 NETWORK = ("ib_hdr", "ib_ndr", "ib_xdr", "roce_400gbe")
@@ -83,7 +84,7 @@ def render(state):
     ulysses = context.ulysses_communication(s, h, heads, C, kv_heads=kv) if ok else None
     times = context.context_comm_time(s, h, heads, C, kv_heads=kv, intra_link=state["intra"],
                                       inter_link=state["inter"], gpus_per_node=state["gpus"])
-    fills, triangles, labels, soft = {}, {}, [], []
+    fills, triangles, labels, soft, edges = {}, {}, [], [], []
     top = 40
     labels.append((LEFT, 14, "Ring attention"))
     soft.append((LEFT, 30, "scores by query owner"))
@@ -102,7 +103,7 @@ def render(state):
     for g in range(groups):  # after: each rank whole KV heads over every token
         fills.setdefault(palette.rank_key(g * C // groups if ok else g), []).append(
             (after[0] + g * SIDE / groups, after[1], SIDE / groups, 80))
-    soft.append((before[0], y + 110, f"by tokens: {fmt.si_count(s // C)} per rank, all heads"))
+    soft.append((before[0], y + 110, f"by tokens: {s // C:,} per rank, all heads"))
     if ok:
         soft.append((after[0], y + 110, f"by heads: {kv // C} of {kv} KV heads per rank"))
     else:
@@ -110,23 +111,37 @@ def render(state):
         labels.append((after[0] + 14, y + 110, f"{kv} KV heads for {C} ranks"))
     outlines = [(LEFT + 14, top, SIDE, SIDE), (LEFT + 264, top, SIDE, SIDE), (*before, SIDE, 80), (*after, SIDE, 80)]
     y += 140
-    labels.append((LEFT, y, f"sent per device, one layer forward ({'over ' if C > 1 else ''}"
-                            f"{hardware.LINKS[times.link].name.split(' (')[0] if C > 1 else 'nothing to send'})"))
-    longest = max(ring.forward_bytes_per_rank, ulysses.forward_bytes_per_rank if ok else 0.0, 1.0)
-    for i, (name, sent, seconds) in enumerate((("ring", ring.forward_bytes_per_rank, times.ring_s),
-                                                ("Ulysses", ulysses.forward_bytes_per_rank if ok else None, times.ulysses_s))):
-        row_y = y + 12 + i * 24
-        soft.append((LEFT, row_y + 13, name))
-        if sent is None:
-            labels.append((LEFT + 64, row_y + 13, "not possible: C > KV heads"))
-            continue
-        fills.setdefault("comm", []).append((LEFT + 64, row_y, sent / longest * 250, 18))
-        soft.append((LEFT + 72 + sent / longest * 250, row_y + 13, f"{fmt.data_size(sent)}, {fmt.duration(seconds)}"))
+    labels.append((LEFT, y, "forward communication time per layer, by C"))
+    ulysses_text = f"Ulysses {fmt.data_size(ulysses.forward_bytes_per_rank)}" if ok else "Ulysses cannot split the heads"
+    soft.append((LEFT, y + 16, f"at C = {C}, sent per device: ring {fmt.data_size(ring.forward_bytes_per_rank)}, {ulysses_text}"))
+    sweep = [context.context_comm_time(s, h, heads, c, kv_heads=kv, intra_link=state["intra"], inter_link=state["inter"],
+                                       gpus_per_node=state["gpus"]) for c in POWERS[:7]]
+    longest = max(max(t.ring_s, t.ulysses_s or 0.0) for t in sweep) or 1.0
+    base, slot = y + 150, (WIDTH - LEFT - 44) / 7
+    for i, (c, t) in enumerate(zip(POWERS, sweep)):
+        x = LEFT + 44 + i * slot
+        for j, (key, seconds) in enumerate((("comm", t.ring_s), ("exposed", t.ulysses_s))):
+            if seconds is None:  # Ulysses past the KV heads: no bar to draw
+                soft.append((x + 4 + 22 * j, base - 4, "n/a"))
+                continue
+            height = seconds / longest * 100
+            fills.setdefault(key, []).append((x + 4 + 22 * j, base - height, 18, height))
+            if c == C:
+                soft.append((x + 4 + 22 * j, base - height - 4 - 12 * j, fmt.duration(seconds)))
+        (labels if c == C else soft).append((x + 6, base + 14, f"C={c}"))
+        if t.crosses_node and not sweep[i - 1].crosses_node:
+            edges.append((x, base - 126, x, base + 4))
+            soft.append((x + 4, base - 116, f"{hardware.LINKS[t.link].name.split(' (')[0]} >"))
+    for i, (key, name) in enumerate((("comm", "ring: can hide behind compute"), ("exposed", "Ulysses: attention waits"))):
+        fills.setdefault(key, []).append((LEFT, y + 24 + 16 * i, 10, 10))
+        soft.append((LEFT + 14, y + 33 + 16 * i, name))
+    y = base + 10
     parts = [svg.boxes(boxes, class_=f"fill-{key}" if not key.startswith("cp") else "fill-cp",
                        fill_opacity=None if not key.startswith("cp") else (0.35, 0.35, 0.65, 1.0)[int(key[2:])])
              for key, boxes in sorted(fills.items())]
     parts += [svg.polygons(points, class_=f"fill-{key}") for key, points in sorted(triangles.items())]
     parts += [svg.boxes(outlines, fill="none", class_="svg-ink-stroke"),
+              svg.segments(edges, class_="svg-ink-stroke", stroke_dasharray="4 3"),
               svg.texts(labels, class_="svg-label"), svg.texts(soft, class_="svg-label-soft")]
     readouts = (
         Readout("ulysses_bytes_per_device", "Ulysses, sent per device",
@@ -144,4 +159,4 @@ def render(state):
     alt = (f"Causal attention over {C} ranks, {s:,} tokens, {layout.replace('_', ' ')} layout: the busiest rank does "
            f"{fmt.decimal(work.imbalance)} times the mean work. Ring attention sends {readouts[1].text} per device; "
            + (f"Ulysses sends {readouts[0].text}." if ok else f"Ulysses cannot run: {C} ranks, {kv} KV heads."))
-    return View(svg=svg.document(WIDTH, y + 64, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)
+    return View(svg=svg.document(WIDTH, y + 16, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)
