@@ -18,9 +18,9 @@ TP_DEGREES = (1, 2, 4, 8, 16, 32)
 
 CONTROLS = (
     Slider("t", "Tensor-parallel degree t", stops=TP_DEGREES, default=8),
-    Slider("s", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=2048),
+    Slider("s", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=2048, format=fmt.thousands),
     Slider("b", "Microbatch b", stops=(1, 2, 4, 8, 16), default=4),
-    Slider("h", "Hidden size h", stops=HIDDEN_SIZES, default=6144),
+    Slider("h", "Hidden size h", stops=HIDDEN_SIZES, default=6144, format=fmt.thousands),
     Slider("a", "Attention heads a", stops=HEADS, default=64),
     Toggle("sp", "Sequence parallelism", default=False),
     Select("recompute", "Recompute", options=(("none", "none"), ("selective", "selective (attention scores)"),
@@ -100,10 +100,10 @@ def render(state):
     heads.append((LEFT, y, "sent per device in the forward pass"))
     for i, v in enumerate((False, True)):
         width = comm[v] / max(comm[False], 1.0) * (WIDTH - LEFT - 150)
-        pills.setdefault("comm", []).append((LEFT + 64, y + 10 + i * 22, width, 14))
+        fills.setdefault("comm", []).append((LEFT + 64, y + 10 + i * 22, width, 14))
         soft.append((LEFT + 30, y + 22 + i * 22, "with SP" if v else "TP only"))
         soft.append((LEFT + 98 + width, y + 22 + i * 22, fmt.data_size(comm[v]) if comm[v] else "none"))
-    parts = [svg.boxes(boxes, class_=f"fill-{key}") for key, boxes in sorted(pills.items())]
+    parts = [svg.boxes(boxes, class_=f"fill-{key}", fill_opacity=0.4) for key, boxes in sorted(pills.items())]
     parts += [svg.boxes(boxes, class_=f"fill-{key}") for key, boxes in sorted(fills.items())]
     parts += [svg.boxes(outlines, fill="none", class_="svg-ink-stroke"),
               svg.texts(labels, class_="svg-label", text_anchor="middle"),

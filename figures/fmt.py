@@ -70,3 +70,8 @@ def duration(seconds):
 def scientific(value, digits=2):
     """A tiny or plain number: 4.44e-16 -> "4.4e-16", 2.36 -> "2.4"."""
     return f"{value:.{digits}g}"
+
+
+def thousands(value):
+    """A whole number with thousands separators: 131072 -> "131,072" (token counts, widths)."""
+    return f"{int(value):,}"
