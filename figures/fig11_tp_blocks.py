@@ -11,9 +11,10 @@ ARTICLE_B, ARTICLE_S, ARTICLE_H = 1, 4096, 8192  # the text's worked example; bf
 CAPTION = (
     "A real block with 4 tokens and hidden size 8, computed on T ranks. Each cell is one number, shaded by its "
     "value; its colour is the rank that holds it (numbered beside it), grey where every rank holds the same "
-    "matrix. Follow the outlined row, one token, down the steps: the first cut needs no communication, the second leaves T partial "
-    "sums, and one AllReduce finishes the block, matching the one-device result. Switch the order to rows first "
-    "and the nonlinearity meets partial sums. The AllReduce size is for b = 1, s = 4,096, h = 8,192 in bf16."
+    "matrix. Follow the outlined row, one token, down the steps: the first cut needs no communication, the "
+    "second leaves T partial sums, and one AllReduce finishes the block, matching the one-device result. Set the "
+    "order of the cuts to rows first and the nonlinearity meets partial sums. The AllReduce size is for b = 1, "
+    "s = 4,096, h = 8,192 in bf16."
 )
 SEEDS = 100
 

@@ -82,8 +82,9 @@ def render(state):
     ok = context.ulysses_fits(C, heads, kv)
     ring = context.ring_communication(s, h, C, heads=heads, kv_heads=kv)
     ulysses = context.ulysses_communication(s, h, heads, C, kv_heads=kv) if ok else None
-    times = context.context_comm_time(s, h, heads, C, kv_heads=kv, intra_link=state["intra"],
-                                      inter_link=state["inter"], gpus_per_node=state["gpus"])
+    sweep = [context.context_comm_time(s, h, heads, c, kv_heads=kv, intra_link=state["intra"], inter_link=state["inter"],
+                                       gpus_per_node=state["gpus"]) for c in POWERS[:7]]  # every C, for the chart
+    times = sweep[POWERS.index(C)]
     fills, triangles, labels, soft, edges = {}, {}, [], [], []
     top = 40
     labels.append((LEFT, 14, "Ring attention"))
@@ -99,10 +100,9 @@ def render(state):
     before, after = (LEFT + 14, y + 14), (LEFT + 264, y + 14)
     for r in range(C):  # before: rank r holds tokens r·s/C onward, every head
         fills.setdefault(palette.rank_key(r), []).append((before[0], before[1] + r * 80 / C, SIDE, 80 / C))
-    groups = min(kv, C) if ok else kv
-    for g in range(groups):  # after: each rank whole KV heads over every token
-        fills.setdefault(palette.rank_key(g * C // groups if ok else g), []).append(
-            (after[0] + g * SIDE / groups, after[1], SIDE / groups, 80))
+    groups = C if ok else kv
+    for g in range(groups):  # after: each rank whole KV heads over every token (past the KV heads: one each)
+        fills.setdefault(palette.rank_key(g), []).append((after[0] + g * SIDE / groups, after[1], SIDE / groups, 80))
     soft.append((before[0], y + 110, f"by tokens: {s // C:,} per rank, all heads"))
     if ok:
         soft.append((after[0], y + 110, f"by heads: {kv // C} of {kv} KV heads per rank"))
@@ -114,8 +114,6 @@ def render(state):
     labels.append((LEFT, y, "forward communication time per layer, by C"))
     ulysses_text = f"Ulysses {fmt.data_size(ulysses.forward_bytes_per_rank)}" if ok else "Ulysses cannot split the heads"
     soft.append((LEFT, y + 16, f"at C = {C}, sent per device: ring {fmt.data_size(ring.forward_bytes_per_rank)}, {ulysses_text}"))
-    sweep = [context.context_comm_time(s, h, heads, c, kv_heads=kv, intra_link=state["intra"], inter_link=state["inter"],
-                                       gpus_per_node=state["gpus"]) for c in POWERS[:7]]
     longest = max(max(t.ring_s, t.ulysses_s or 0.0) for t in sweep) or 1.0
     base, slot = y + 150, (WIDTH - LEFT - 44) / 7
     for i, (c, t) in enumerate(zip(POWERS, sweep)):
@@ -152,9 +150,9 @@ def render(state):
         Readout("ulysses_ok", "Ulysses fits (C <= KV heads)", "yes" if ok else "no", 1 if ok else 0, "ok" if ok else "warn"),
         Readout("causal_imbalance", "busiest rank's attention work / mean", fmt.decimal(work.imbalance), work.imbalance),
         Readout("rank0_idle_steps", "ring steps rank 0 sits idle", f"{idle} of {C}", idle, "idle"),
-        Readout("ring_time_s", "ring transfers (hide behind compute)", fmt.duration(times.ring_s), times.ring_s),
+        Readout("ring_time_s", "ring transfers (hide behind compute)", fmt.duration(times.ring_s), times.ring_s, "comm"),
         Readout("ulysses_time_s", "Ulysses All-to-Alls (attention waits)",
-                fmt.duration(times.ulysses_s) if ok else "not possible", times.ulysses_s),
+                fmt.duration(times.ulysses_s) if ok else "not possible", times.ulysses_s, "exposed"),
     )
     alt = (f"Causal attention over {C} ranks, {s:,} tokens, {layout.replace('_', ' ')} layout: the busiest rank does "
            f"{fmt.decimal(work.imbalance)} times the mean work. Ring attention sends {readouts[1].text} per device; "
