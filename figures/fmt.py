@@ -45,3 +45,33 @@ def _three_significant(value):
     if value >= 1:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
+
+def data_size(num_bytes):
+    """Bytes in decimal units, three significant figures: 6.7108864e7 -> "67.1 MB"."""
+    value = float(num_bytes)
+    for threshold, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if abs(value) >= threshold:
+            return f"{_three_significant(value / threshold)} {suffix}"
+    return f"{value:.0f} B"
+
+
+def duration(seconds):
+    """Seconds as s, ms or µs, three significant figures: 2.88e-4 -> "288 µs"."""
+    value = float(seconds)
+    if value == 0:
+        return "0 s"
+    for threshold, scale, suffix in ((1.0, 1.0, "s"), (1e-3, 1e3, "ms")):
+        if abs(value) >= threshold:
+            return f"{_three_significant(value * scale)} {suffix}"
+    return f"{_three_significant(value * 1e6)} µs"
+
+
+def scientific(value, digits=2):
+    """A tiny or plain number: 4.44e-16 -> "4.4e-16", 2.36 -> "2.4"."""
+    return f"{value:.{digits}g}"
+
+
+def thousands(value):
+    """A whole number with thousands separators: 131072 -> "131,072" (token counts, widths)."""
+    return f"{int(value):,}"

@@ -63,6 +63,8 @@ _COLOURS = (
     Colour("rank5", "rank 5", "#eeca3b", "#f2d56b"),
     Colour("rank6", "rank 6", "#b279a2", "#d49fc6"),
     Colour("rank7", "rank 7", "#9d755d", "#c49a80"),
+    # data every rank holds whole (a replicated tensor), and the one-device reference result
+    Colour("replicated", "held whole by every rank / one device", "#6e7380", "#a4a9b3"),
 )
 COLOURS = {c.key: c for c in _COLOURS}
 RANK_COLOURS = 8

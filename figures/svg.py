@@ -164,3 +164,9 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
     data = "".join([(f"M%s {lane}.5h{length}" * len(starts)) % tuple(starts) for lane, length, starts in rows])
     transform = f"translate({decimal(float(x))} {decimal(float(y))}) scale({x_scale:.6g} {decimal(float(lane_height))})"
     return _path(data, transform=transform, fill="none", stroke_width=fill_ratio, **attributes)
+
+
+def polygons(items, **attributes):
+    """Closed polygons, each a sequence of (x, y) points, as ONE ``<path>`` (style it like a rect)."""
+    data = "".join("M" + "L".join(f"{x:.2f} {y:.2f}" for x, y in points) + "z" for points in items)
+    return _path(data, **attributes)

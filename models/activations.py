@@ -234,3 +234,18 @@ __all__ = [
     "inflight_microbatches", "first_stage_bytes", "fraction_of_tp_baseline",
     "selective_recompute_pays", "score_term_ratio",
 ]
+
+
+def sp_saving_fraction(seq, micro_batch, hidden, heads, *, tp, recompute="none", flash_attention=False,
+                       ffn_hidden=None):
+    """1 - (bytes with sequence parallelism) / (bytes without), at the same recompute setting
+    (Korthikanti 2022 Table 2): 10/(10 + 24/t + 5as/(ht)) x (1 - 1/t) with no recompute,
+    10(1 - 1/t)/(10 + 24/t) with selective, 1 - 1/t with full. t = 1: 0."""
+    without = per_layer_bytes(seq, micro_batch, hidden, heads, tp=tp, recompute=recompute,
+                              flash_attention=flash_attention, ffn_hidden=ffn_hidden)
+    with_sp = per_layer_bytes(seq, micro_batch, hidden, heads, tp=tp, sequence_parallel=True,
+                              recompute=recompute, flash_attention=flash_attention, ffn_hidden=ffn_hidden)
+    return 1.0 - with_sp / without
+
+
+__all__ += ["sp_saving_fraction"]

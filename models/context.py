@@ -305,3 +305,72 @@ __all__ = [
     "UlyssesCommunication", "ulysses_communication", "ContextParallelComparison",
     "compare_context_parallel",
 ]
+
+
+# ---- which scheme fits, and what its traffic costs on a link (Figure 14) -------------------
+
+from models import collectives as _collectives  # noqa: E402  (this section's imports, kept with it)
+from models import hardware as _hardware  # noqa: E402
+
+
+def ulysses_fits(cp, heads, kv_heads=None):
+    """Ulysses hands each rank whole heads, so C must divide the head count and, with grouped-
+    query attention, the KV head count too (Jacobs et al. 2023 Sec. 3.2; unless KV heads are
+    duplicated, which this model does not do). For power-of-two counts: C <= kv_heads."""
+    cp = positive_int("cp", cp)
+    heads = positive_int("heads", heads)
+    kv_heads = heads if kv_heads is None else positive_int("kv_heads", kv_heads)
+    divides("kv_heads", kv_heads, "heads", heads)
+    return heads % cp == 0 and kv_heads % cp == 0
+
+
+@dataclass(frozen=True)
+class ContextCommTime:
+    """Forward communication time of one layer's attention on C context-parallel ranks."""
+
+    crosses_node: bool  # C > GPUs per node: the collectives reach the network
+    link: str  # key of models.hardware.LINKS they are priced on (the slowest one they cross)
+    ring_step_s: float  # one K/V block to the next rank: overlaps that step's block of compute
+    ring_s: float  # C - 1 steps
+    ulysses_s: object  # 4 All-to-Alls, exposed (attention waits for them); None if Ulysses cannot split the heads
+
+
+def context_comm_time(seq, hidden, heads, cp, *, kv_heads=None, micro_batch=1, bytes_per_element=2,
+                      intra_link="nvlink4", inter_link="ib_ndr", gpus_per_node=8):
+    """Alpha-beta times (``collectives.time_s``, ring/pairwise) of ``ring_communication``'s
+    C - 1 point-to-point K/V sends and ``ulysses_communication``'s 4 All-to-Alls (each with the
+    rank's local shard as its send buffer). Both run on ``intra_link`` while C fits in a node
+    and on ``inter_link`` once it does not: a ring or an All-to-All is as slow as the slowest
+    link it crosses (one NIC per GPU). Topology-aware placements are not modelled."""
+    cp = positive_int("cp", cp)
+    gpus_per_node = positive_int("gpus_per_node", gpus_per_node)
+    _hardware.link(intra_link)
+    crosses = cp > gpus_per_node
+    link = _hardware.link(inter_link if crosses else intra_link)
+    speed = {"alpha_s": link.alpha_s, "bandwidth_bytes_per_s": link.bandwidth_bytes_per_s}
+    ring = ring_communication(seq, hidden, cp, micro_batch=micro_batch, bytes_per_element=bytes_per_element,
+                              heads=heads, kv_heads=kv_heads)
+    step_s = _collectives.time_s("sendrecv", ring.kv_block_bytes, 2, **speed) if cp > 1 else 0.0
+    ulysses_s = None
+    if ulysses_fits(cp, heads, kv_heads):
+        ulysses = ulysses_communication(seq, hidden, heads, cp, micro_batch=micro_batch,
+                                        bytes_per_element=bytes_per_element, kv_heads=kv_heads)
+        price = _collectives.cost_function("alltoall", cp, **speed)
+        ulysses_s = math.fsum(price(shard) for shard in ulysses.local_shard_bytes)
+    return ContextCommTime(crosses, link.key, step_s, ring.transfers * step_s, ulysses_s)
+
+
+__all__ += ["ulysses_fits", "ContextCommTime", "context_comm_time"]
+
+
+def ring_idle_steps(work):
+    """Ring steps at which each rank has no visible (query, key) chunk pair to compute, from a
+    ``causal_work`` result's schedule. Contiguous chunks: rank i idles for C - 1 - i steps (the
+    K/V blocks of later ranks are all masked for it), so rank 0 for C - 1 of the C; two chunks
+    per rank: none (Liu et al. 2023; Megatron-LM context parallelism)."""
+    if not isinstance(work, CausalWork):
+        raise ValueError(f"work must be a CausalWork from causal_work(), got {work!r}")
+    return tuple(sum(1 for row in work.schedule if row[rank] == 0) for rank in range(work.ranks))
+
+
+__all__ += ["ring_idle_steps"]

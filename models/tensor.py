@@ -421,3 +421,284 @@ __all__ = [
     "reduce_scatter_rows", "all_gather_rows", "Collective", "LayerCommunication",
     "tp_layer_communication", "GemmShape", "layer_gemm_shapes", "gemm_efficiency",
 ]
+
+
+# ---- one block, step by step, in either order (Figure 11) -------------------------------
+
+from models import hardware  # noqa: E402  (this section's imports, kept with it)
+from models._validate import choice, finite_result  # noqa: E402
+from operator import mul as _mul  # noqa: E402
+
+BLOCKS = ("mlp", "attention")
+ORDERS = ("column_row", "row_first")
+PANEL_LAYOUTS = ("replicated", "columns", "rows", "partial", "single")
+# Sizes of the printed demo: 4 tokens, h = 8, MLP width 4h = 32, 8 heads of width 1, so that
+# T = 1, 2, 4, 8 divide every split dimension in both orders.
+DEMO_TOKENS, DEMO_HIDDEN, DEMO_HEADS = 4, 8, 8
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One matrix as the ranks hold it.
+
+    layout "replicated": the same matrix on every rank (one piece); "columns" / "rows": rank i
+    owns the i-th column / row block (one piece per rank, in rank order); "partial": every
+    rank holds a full-shaped partial sum (one piece per rank); "single": the one-device
+    reference (one piece)."""
+
+    name: str
+    layout: str
+    pieces: tuple
+    weight: bool = False  # a weight matrix (rows are input features), not activations (rows are tokens)
+
+
+@dataclass(frozen=True)
+class WalkStep:
+    title: str
+    panels: tuple
+    collective_after: str  # "" or the collective that ends this step ("AllReduce", "AllGather")
+
+
+@dataclass(frozen=True)
+class BlockWalkthrough:
+    block: str
+    order: str
+    tp: int
+    steps: tuple
+    output: list  # what every rank ends with
+    serial_output: list  # the one-device result
+    collectives_forward: int
+    max_abs_error: float  # max |output - serial_output|
+
+
+def _product(a, b):
+    """``matmul`` without re-checking its inputs: for matrices this section built itself."""
+    columns = list(zip(*b))
+    return [[math.fsum(map(_mul, row, col)) for col in columns] for row in a]
+
+
+def _multi_head(q, k, v, heads):
+    """Heads side by side: concat_i softmax(Q_i K_iᵀ/√d) V_i (Vaswani et al. 2017 Eq. 1),
+    non-causal, like ``_head_attention`` but without re-checking matrices built here."""
+    d = len(q[0]) // heads
+    scale = 1.0 / math.sqrt(d)
+    out = [[] for _ in q]
+    for i in range(heads):
+        qs, ks, vs = _columns(q, i * d, (i + 1) * d), _columns(k, i * d, (i + 1) * d), _columns(v, i * d, (i + 1) * d)
+        weights = _softmax_rows([[math.fsum(map(_mul, qi, kj)) * scale for kj in ks] for qi in qs])
+        for row, head_row in zip(out, _product(weights, vs)):
+            row.extend(head_row)
+    return out
+
+
+def _concat_columns(pieces):
+    return [sum((list(p[r]) for p in pieces), []) for r in range(len(pieces[0]))]
+
+
+def _max_abs_difference(a, b):
+    return max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+
+
+def _fused_qkv_by_rank(wq, wk, wv, tp):
+    """[Wq_0 Wk_0 Wv_0 | Wq_1 Wk_1 Wv_1 | ...]: each rank's heads' Q, K, V columns side by side,
+    the way Megatron-LM stores its fused query_key_value weight, so rank i owns one block."""
+    return _concat_columns([_concat_columns(triple) for triple in
+                            zip(split_columns(wq, tp), split_columns(wk, tp), split_columns(wv, tp))])
+
+
+def block_collectives(block, order, micro_batch, seq, hidden, tp, *, bytes_per_element=2, ffn_hidden=None):
+    """Forward collectives of one block (Shoeybi 2019 Sec. 3).
+
+    column_row: one AllReduce of the b·s·h output (f̄). row_first: the first linear's partial
+    sums must be AllReduced before the nonlinearity (b·s·ffn elements for the MLP, the fused
+    b·s·3h Q/K/V for attention), and the second linear, split by columns, leaves its output
+    split too: an AllGather of b·s·h. t = 1: none.
+    """
+    choice("block", block, BLOCKS)
+    choice("order", order, ORDERS)
+    b = positive_int("micro_batch", micro_batch)
+    s = positive_int("seq", seq)
+    h = positive_int("hidden", hidden)
+    tp = positive_int("tp", tp)
+    bpe = positive_int("bytes_per_element", bytes_per_element)
+    ffn = 4 * h if ffn_hidden is None else positive_int("ffn_hidden", ffn_hidden)
+    if tp == 1:
+        return ()
+    if order == "column_row":
+        plan = (("AllReduce", h, "f̄ after the row-parallel second linear"),)
+    else:
+        first = ffn if block == "mlp" else 3 * h
+        plan = (("AllReduce", first, "partial sums of the row-parallel first linear, before the nonlinearity"),
+                ("AllGather", h, "outputs of the column-parallel second linear"))
+    return tuple(
+        Collective(kind, "forward", where, b * s * width, _as_float("message_bytes", b * s * width * bpe),
+                   collectives_model.volume_bytes_per_rank(kind.lower(), _as_float("message_bytes", b * s * width * bpe), tp))
+        for kind, width, where in plan)
+
+
+def _demo_inputs(block, seed):
+    base = 4 * int(seed)
+    x = random_matrix(DEMO_TOKENS, DEMO_HIDDEN, base)
+    if block == "mlp":
+        return x, (random_matrix(DEMO_HIDDEN, 4 * DEMO_HIDDEN, base + 1), random_matrix(4 * DEMO_HIDDEN, DEMO_HIDDEN, base + 2))
+    return x, tuple(random_matrix(DEMO_HIDDEN, DEMO_HIDDEN, base + 1 + i) for i in range(4))
+
+
+def block_walkthrough(block, order, tp, seed=0):
+    """One MLP or attention block on T ranks, every intermediate kept (Shoeybi 2019 Sec. 3).
+
+    column_row (Megatron): the first linear split by columns, the nonlinearity local, the
+    second by rows, one AllReduce; output equals the serial block to rounding.
+    row_first: the first linear split by rows gives partial sums; here each rank applies the
+    nonlinearity to its partial sum (GeLU, or attention's softmax) before they are added,
+    then the second linear runs split by columns and an AllGather assembles the output. The
+    sum of nonlinearities is not the nonlinearity of the sum (Shoeybi Sec. 3, Eq. 2), so the
+    output is wrong: ``max_abs_error`` says by how much. Demo sizes: DEMO_TOKENS x DEMO_HIDDEN.
+    """
+    choice("block", block, BLOCKS)
+    choice("order", order, ORDERS)
+    tp = positive_int("tp", tp)
+    divides("tp", tp, "hidden", DEMO_HIDDEN)
+    seed = _whole_seed(seed)
+    x, weights = _demo_inputs(block, seed)
+    first, second = ("GeLU", "MLP") if block == "mlp" else ("attention", "attention")
+    if block == "mlp":
+        a, b = weights
+        serial = serial_mlp(x, a, b)
+    else:
+        wq, wk, wv, wo = weights
+        serial = serial_attention(x, wq, wk, wv, wo, DEMO_HEADS)
+        a, b = _concat_columns([wq, wk, wv]), wo
+    a_name = "A" if block == "mlp" else "W_qkv"
+    b_name = "B" if block == "mlp" else "W_o"
+    if order == "column_row":
+        if block == "mlp":
+            run = tensor_parallel_mlp(x, a, b, tp)
+            first_out, local, partial, output = run.pre_activations, run.activations, run.partial_outputs, run.output
+            a_shards, b_shards = run.a_shards, run.b_shards
+        else:
+            run = tensor_parallel_attention(x, wq, wk, wv, wo, DEMO_HEADS, tp)
+            a_shards = split_columns(_fused_qkv_by_rank(wq, wk, wv, tp), tp)
+            first_out = [_concat_columns([q, k, v]) for q, k, v in zip(run.q_shards, run.k_shards, run.v_shards)]
+            local, partial, output, b_shards = run.head_outputs, run.partial_outputs, run.output, run.wo_shards
+        steps = (
+            WalkStep(f"Column-parallel: the whole X times each rank's columns of {a_name}",
+                     (Panel("X", "replicated", (x,)), Panel(a_name, "columns", tuple(a_shards), True),
+                      Panel(f"X{a_name}", "columns", tuple(first_out))), ""),
+            WalkStep(f"{first[0].upper() + first[1:]} on each rank's own columns: no communication",
+                     (Panel(first, "columns", tuple(local)),), ""),
+            WalkStep(f"Row-parallel: its columns times its rows of {b_name}: partial sums",
+                     (Panel(b_name, "rows", tuple(b_shards), True), Panel("partial sums", "partial", tuple(partial))),
+                     "AllReduce"),
+            WalkStep("The AllReduce adds them: every rank holds the output",
+                     (Panel("output", "replicated", (output,)), Panel("one device", "single", (serial,))), ""),
+        )
+    else:
+        x_shards, a_shards = split_columns(x, tp), split_rows(a, tp)
+        partial_first = [_product(x_i, a_i) for x_i, a_i in zip(x_shards, a_shards)]
+        if block == "mlp":
+            local = [gelu_matrix(p) for p in partial_first]
+            right = gelu_matrix(_product(x, a))
+        else:
+            h = DEMO_HIDDEN
+            local = [_multi_head(_columns(p, 0, h), _columns(p, h, 2 * h), _columns(p, 2 * h, 3 * h), DEMO_HEADS)
+                     for p in partial_first]
+            full = _product(x, a)
+            right = _multi_head(_columns(full, 0, h), _columns(full, h, 2 * h), _columns(full, 2 * h, 3 * h), DEMO_HEADS)
+        summed = sum_matrices(local)
+        b_shards = split_columns(b, tp)
+        outs = [_product(summed, b_i) for b_i in b_shards]
+        output = _concat_columns(outs)
+        steps = (
+            WalkStep(f"Rows first: X's columns times {a_name}'s rows give partial sums",
+                     (Panel("X", "columns", tuple(x_shards)), Panel(a_name, "rows", tuple(a_shards), True),
+                      Panel(f"X{a_name}", "partial", tuple(partial_first))), ""),
+            WalkStep(f"{first[0].upper() + first[1:]} of each partial sum, then the AllReduce: too late",
+                     (Panel(f"{first} per rank", "partial", tuple(local)),
+                      Panel(f"{first} of the sum", "single", (right,))), "AllReduce"),
+            WalkStep(f"The summed {first} times {b_name} split by columns",
+                     (Panel("summed", "replicated", (summed,)), Panel(b_name, "columns", tuple(b_shards), True),
+                      Panel("output slices", "columns", tuple(outs))), "AllGather"),
+            WalkStep("The AllGather assembles the output: compare with one device",
+                     (Panel("output", "replicated", (output,)), Panel("one device", "single", (serial,))), ""),
+        )
+    count = len(block_collectives(block, order, 1, DEMO_TOKENS, DEMO_HIDDEN, tp))
+    return BlockWalkthrough(block, order, tp, steps, output, serial, count, _max_abs_difference(output, serial))
+
+
+def _whole_seed(seed):
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
+    return seed
+
+
+# ---- per-layer time on a TP group (Figure 12) ---------------------------------------------
+
+@dataclass(frozen=True)
+class TpLayerTime:
+    """One transformer layer's training-step time on one rank of a TP group of T."""
+
+    tp: int
+    forward_compute_s: float  # Σ 2mkn / (peak x gemm_efficiency(narrow side)) over the 4 weight GEMMs
+    backward_compute_s: float  # twice the forward: input and weight gradients (Narayanan 2021 Sec. 5.1)
+    comm_s: float  # the 4 AllReduces of b·s·h, none hidden: the next op needs the sum
+    allreduce_s: float  # one of them
+    layer_s: float
+    comm_fraction: float  # comm_s / layer_s
+    gemm_efficiency: float  # flop-weighted efficiency of this rank's GEMMs
+    crosses_node: bool  # T > GPUs per node: the AllReduces leave the scale-up fabric
+    link: str  # key of models.hardware.LINKS the AllReduces run on
+    speedup: float  # layer time at T = 1 / at T
+
+
+def _tp_compute_s(micro_batch, seq, hidden, tp, peak_flops_per_s):
+    shapes = layer_gemm_shapes(hidden, tp, micro_batch=micro_batch, seq=seq)
+    flops = math.fsum(g.flops for g in shapes)
+    forward_s = math.fsum(g.flops / (peak_flops_per_s * gemm_efficiency(g.narrow_dim)) for g in shapes)
+    return forward_s, flops / (peak_flops_per_s * forward_s)
+
+
+def tp_layer_time(micro_batch, seq, hidden, tp, *, gpu="h100_sxm", gpus_per_node=8, inter_link="ib_ndr",
+                  bytes_per_element=2):
+    """Per-layer time at TP degree T: shrinking GEMMs plus exposed AllReduces.
+
+    Compute: the four weight GEMMs of ``layer_gemm_shapes`` at the GPU's dense peak times the
+    ILLUSTRATIVE ``gemm_efficiency`` of each GEMM's narrow side, backward = 2 x forward
+    (Narayanan 2021 Sec. 5.1); attention's score and value products and elementwise ops are
+    left out. Communication: ``tp_layer_communication``'s 4 AllReduces (Shoeybi 2019 Sec. 3),
+    each a ring ``collectives.time_s`` on the GPU's scale-up link while T fits in a node, and on
+    ``inter_link`` (one NIC per GPU) once it does not. Nothing overlaps them.
+    """
+    spec = hardware.gpu(gpu)
+    gpus_per_node = positive_int("gpus_per_node", gpus_per_node)
+    hardware.link(inter_link)
+    tp = positive_int("tp", tp)
+    crosses = tp > gpus_per_node
+    link = hardware.link(inter_link if crosses else spec.scale_up_link)
+    forward_s, efficiency = _tp_compute_s(micro_batch, seq, hidden, tp, spec.peak_bf16_dense_flops_per_s)
+    comm = tp_layer_communication(micro_batch, seq, hidden, tp, bytes_per_element=bytes_per_element)
+    price = collectives_model.cost_function("allreduce", tp, alpha_s=link.alpha_s,
+                                            bandwidth_bytes_per_s=link.bandwidth_bytes_per_s)
+    one_s = price(comm.collectives[0].message_bytes) if comm.collectives else 0.0
+    comm_s = math.fsum(price(c.message_bytes) for c in comm.collectives)
+    layer_s = finite_result("layer_s", 3 * forward_s + comm_s)
+    serial_s = 3 * _tp_compute_s(micro_batch, seq, hidden, 1, spec.peak_bf16_dense_flops_per_s)[0]
+    return TpLayerTime(tp, forward_s, 2 * forward_s, comm_s, one_s, layer_s, comm_s / layer_s, efficiency,
+                       crosses, link.key, serial_s / layer_s)
+
+
+def tp_forward_bytes_per_rank(micro_batch, seq, hidden, tp, *, sequence_parallel=False, bytes_per_element=2):
+    """Bytes one rank sends in one layer's forward pass on its TP group.
+
+    Plain TP: 2 AllReduces, 2(t-1)/t x 2bsh each (ring); with SP: 2 AllGathers + 2
+    ReduceScatters, (t-1)/t each: the same total (Korthikanti 2022 Sec. 4.2.2).
+    """
+    comm = tp_layer_communication(micro_batch, seq, hidden, tp, bytes_per_element=bytes_per_element,
+                                  sequence_parallel=sequence_parallel)
+    return math.fsum(c.wire_bytes_per_rank for c in comm.collectives if c.phase == "forward")
+
+
+__all__ += [
+    "tp_forward_bytes_per_rank", "BLOCKS", "ORDERS", "PANEL_LAYOUTS", "DEMO_TOKENS", "DEMO_HIDDEN", "DEMO_HEADS", "Panel", "WalkStep",
+    "BlockWalkthrough", "block_collectives", "block_walkthrough", "TpLayerTime", "tp_layer_time",
+]

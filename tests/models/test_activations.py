@@ -286,3 +286,25 @@ def test_per_layer_is_fast():
         act.first_stage_bytes(2048, 1, 12288, 96, 96, tp=8, pp=8, schedule="interleaved",
                               virtual_stages=3, microbatches=64, vocab=51200)
     assert (time.perf_counter() - start) / 1000 < 1e-3
+
+
+# ---- the saving of sequence parallelism at one recompute setting (Figure 13) --------------------
+
+@pytest.mark.parametrize("s,b,h,a,t", TABLE2_CONFIGS)
+def test_sp_saving_fraction_closed_forms(s, b, h, a, t):
+    score = 5 * a * s / h
+    none = 1 - (34 + score) / t / (10 + 24 / t + score / t)
+    assert act.sp_saving_fraction(s, b, h, a, tp=t) == pytest.approx(none, rel=1e-12, abs=1e-15)
+    selective = 1 - (34 / t) / (10 + 24 / t)
+    assert act.sp_saving_fraction(s, b, h, a, tp=t, recompute="selective") == pytest.approx(selective, rel=1e-12, abs=1e-15)
+    assert act.sp_saving_fraction(s, b, h, a, tp=t, recompute="full") == pytest.approx(1 - 1 / t, abs=1e-15)
+
+
+def test_sp_saving_fraction_is_figure_7s_ratio(cases):
+    """Korthikanti Fig. 7, 22B: SP alone keeps 66.77% of the TP baseline (the formula's value)."""
+    inputs = cases["korthikanti-fig7-22B"]["inputs"]
+    pct = cases["korthikanti-fig7-22B"]["derived"]["formula_pct"]
+    args = (inputs["s"], inputs["b"], inputs["h"], inputs["a"])
+    assert 100 * (1 - act.sp_saving_fraction(*args, tp=inputs["t"])) == pytest.approx(pct["sequence_parallel"], abs=0.005)
+    selective = 1 - act.sp_saving_fraction(*args, tp=inputs["t"], recompute="selective")
+    assert 100 * selective * pct["selective_recompute"] / 100 == pytest.approx(pct["seq+selective"], abs=0.01)

@@ -216,3 +216,39 @@ def test_small_ring_demo_is_fast():
     for _ in range(10):
         cx.ring_attention(q, k, v, 4, causal=True, layout="two_chunks")
     assert (time.perf_counter() - start) / 10 < 5e-3
+
+
+# ---- which scheme fits; what its traffic costs (Figure 14) --------------------------------------
+
+def test_ulysses_fits_only_whole_heads():
+    assert cx.ulysses_fits(8, 64, 8) and not cx.ulysses_fits(16, 64, 8)
+    assert cx.ulysses_fits(64, 64) and not cx.ulysses_fits(128, 64)
+    for c in (1, 2, 4, 8, 16, 32, 64):
+        for kv in (1, 2, 4, 8, 16, 32, 64):
+            assert cx.ulysses_fits(c, 64, kv) == (c <= kv)  # powers of two: C <= kv_heads
+    with pytest.raises(ValueError, match="kv_heads=3 does not divide heads=64"):
+        cx.ulysses_fits(2, 64, 3)
+
+
+def test_context_comm_time_by_hand():
+    s, h, heads, kv = 131072, 8192, 64, 8
+    t = cx.context_comm_time(s, h, heads, 8, kv_heads=kv)
+    block = 2 * (s // 8) * (h // heads * kv) * 2
+    assert t.ring_step_s == pytest.approx(1.9e-6 + block / 450e9, rel=1e-12)
+    assert t.ring_s == pytest.approx(7 * t.ring_step_s, rel=1e-12)
+    shards = [(s // 8) * w * 2 for w in (h, h // 8, h // 8, h)]
+    assert t.ulysses_s == pytest.approx(sum(7 * 1.9e-6 + 7 / 8 * x / 450e9 for x in shards), rel=1e-12)
+    assert (t.crosses_node, t.link) == (False, "nvlink4")
+    wide = cx.context_comm_time(s, h, heads, 16, kv_heads=kv, inter_link="ib_hdr")
+    assert (wide.crosses_node, wide.link, wide.ulysses_s) == (True, "ib_hdr", None)
+    assert wide.ring_step_s == pytest.approx(4e-6 + block / 2 / 25e9, rel=1e-12)
+    assert cx.context_comm_time(s, h, heads, 1).ring_s == 0.0
+    assert cx.context_comm_time(s, h, heads, 16, gpus_per_node=16, intra_link="nvlink5").link == "nvlink5"
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4, 8, 64])
+def test_ring_idle_steps(ranks):
+    assert cx.ring_idle_steps(cx.causal_work(ranks)) == tuple(ranks - 1 - i for i in range(ranks))
+    assert cx.ring_idle_steps(cx.causal_work(ranks, "two_chunks")) == (0,) * ranks
+    with pytest.raises(ValueError, match="work"):
+        cx.ring_idle_steps(ranks)

@@ -214,3 +214,150 @@ def test_small_demo_is_fast():
     for _ in range(20):
         tp.tensor_parallel_mlp(x, a, b, 4)
     assert (time.perf_counter() - start) / 20 < 5e-3
+
+
+# ---- Figure 11: one block step by step, both orders ---------------------------------------------
+
+def _np_demo(block, seed):
+    x, weights = tp._demo_inputs(block, seed)
+    return np.array(x), [np.array(w) for w in weights]
+
+
+def _np_multi_head(q, k, v, heads):
+    """numpy oracle: concat of softmax(q_i k_iᵀ/√d) v_i over heads."""
+    d = q.shape[1] // heads
+    outs = []
+    for i in range(heads):
+        sl = slice(i * d, (i + 1) * d)
+        scores = q[:, sl] @ k[:, sl].T / math.sqrt(d)
+        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        outs.append(p / p.sum(axis=1, keepdims=True) @ v[:, sl])
+    return np.concatenate(outs, axis=1)
+
+
+@pytest.mark.parametrize("block", tp.BLOCKS)
+@pytest.mark.parametrize("t", [1, 2, 4, 8])
+def test_walkthrough_column_row_reproduces_the_serial_block(block, t):
+    walk = tp.block_walkthrough(block, "column_row", t, seed=7)
+    X, W = _np_demo(block, 7)
+    expected = np_gelu(X @ W[0]) @ W[1] if block == "mlp" else np_attention(X, *W, tp.DEMO_HEADS, False)
+    np.testing.assert_allclose(walk.serial_output, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(walk.output, expected, rtol=0, atol=1e-12)
+    assert walk.max_abs_error <= 1e-12
+    assert walk.collectives_forward == (1 if t > 1 else 0)
+    assert [s.collective_after for s in walk.steps] == ["", "", "AllReduce", ""]
+    first, _, second, _ = walk.steps
+    weight, partial = second.panels
+    assert first.panels[0].layout == "replicated" and first.panels[1].layout == "columns"
+    assert weight.layout == "rows" and partial.layout == "partial" and len(partial.pieces) == t
+    np.testing.assert_allclose(np.sum(partial.pieces, axis=0), expected, atol=1e-12)  # the AllReduce's sum
+    np.testing.assert_array_equal(np.concatenate(weight.pieces, axis=0), W[1] if block == "mlp" else W[3])
+    if block == "mlp":  # the column blocks of A, side by side, are A
+        np.testing.assert_array_equal(np.concatenate(first.panels[1].pieces, axis=1), W[0])
+
+
+@pytest.mark.parametrize("block", tp.BLOCKS)
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_walkthrough_rows_first_needs_the_sum_before_the_nonlinearity(block, t):
+    walk = tp.block_walkthrough(block, "row_first", t, seed=3)
+    X, W = _np_demo(block, 3)
+    w = X.shape[1] // t
+    parts = [X[:, i * w:(i + 1) * w] @ (W[0] if block == "mlp" else np.concatenate(W[:3], axis=1))[i * w:(i + 1) * w]
+             for i in range(t)]
+    h = tp.DEMO_HIDDEN
+    if block == "mlp":
+        wrong = sum(np_gelu(p) for p in parts) @ W[1]
+        right = np_gelu(X @ W[0]) @ W[1]
+    else:
+        wrong = sum(_np_multi_head(p[:, :h], p[:, h:2 * h], p[:, 2 * h:], tp.DEMO_HEADS) for p in parts) @ W[3]
+        right = np_attention(X, *W, tp.DEMO_HEADS, False)
+    np.testing.assert_allclose(walk.output, wrong, rtol=0, atol=1e-12)
+    assert walk.max_abs_error == pytest.approx(np.abs(wrong - right).max(), abs=1e-12)
+    assert walk.max_abs_error > 1e-2
+    assert walk.collectives_forward == 2
+    assert [s.collective_after for s in walk.steps] == ["", "AllReduce", "AllGather", ""]
+    np.testing.assert_allclose(np.sum(walk.steps[0].panels[2].pieces, axis=0), sum(parts), atol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(tp.BLOCKS), st.sampled_from(tp.ORDERS), st.integers(0, 10_000))
+def test_walkthrough_any_seed_right_order_exact_wrong_order_off(block, order, seed):
+    walk = tp.block_walkthrough(block, order, 4, seed)
+    if order == "column_row":
+        assert walk.max_abs_error <= 1e-12
+    else:
+        assert walk.max_abs_error > 1e-3
+    assert tp.block_walkthrough(block, order, 1, seed).max_abs_error <= 1e-12  # one rank: nothing is split
+
+
+def test_block_collectives_by_order():
+    b, s, h, t = 1, 4096, 8192, 8
+    [allreduce] = tp.block_collectives("mlp", "column_row", b, s, h, t)
+    plain = tp.tp_layer_communication(b, s, h, t).collectives[0]
+    assert (allreduce.kind, allreduce.message_bytes, allreduce.wire_bytes_per_rank) == (
+        "AllReduce", plain.message_bytes, plain.wire_bytes_per_rank) and allreduce.message_bytes == 2 * b * s * h
+    mlp = tp.block_collectives("mlp", "row_first", b, s, h, t)
+    assert [(c.kind, c.message_bytes) for c in mlp] == [("AllReduce", 2 * b * s * 4 * h), ("AllGather", 2 * b * s * h)]
+    att = tp.block_collectives("attention", "row_first", b, s, h, t)
+    assert [(c.kind, c.message_bytes) for c in att] == [("AllReduce", 2 * b * s * 3 * h), ("AllGather", 2 * b * s * h)]
+    assert att[1].wire_bytes_per_rank == pytest.approx((t - 1) / t * 2 * b * s * h)
+    assert tp.block_collectives("mlp", "row_first", b, s, h, 1) == ()
+    with pytest.raises(ValueError, match="order"):
+        tp.block_collectives("mlp", "rows", b, s, h, t)
+    with pytest.raises(ValueError, match="seed"):
+        tp.block_walkthrough("mlp", "column_row", 2, seed=-1)
+    with pytest.raises(ValueError, match="tp=3 does not divide hidden=8"):
+        tp.block_walkthrough("mlp", "column_row", 3)
+
+
+# ---- Figure 12: per-layer time on a TP group ----------------------------------------------------
+
+def test_tp_layer_time_by_hand_article_numbers():
+    """b=1, s=4096, h=8192 on H100s (450 GB/s NVLink per direction, 50 GB/s NDR NIC)."""
+    b, s, h = 1, 4096, 8192
+    message = 2 * b * s * h
+    peak = 989.4e12
+
+    def compute(t):
+        shapes = [(h, 3 * h // t), (h // t, h), (h, 4 * h // t), (4 * h // t, h)]
+        return sum(2 * b * s * k * n / (peak * min(k, n) / (min(k, n) + 256)) for k, n in shapes)
+
+    at8 = tp.tp_layer_time(b, s, h, 8)
+    one = 14 * 1.9e-6 + 1.75 * message / 450e9
+    assert at8.allreduce_s == pytest.approx(one, rel=1e-12) and at8.comm_s == pytest.approx(4 * one, rel=1e-12)
+    assert at8.forward_compute_s == pytest.approx(compute(8), rel=1e-12)
+    assert at8.backward_compute_s == 2 * at8.forward_compute_s
+    assert at8.layer_s == pytest.approx(3 * compute(8) + 4 * one, rel=1e-12)
+    assert (at8.crosses_node, at8.link) == (False, "nvlink4")
+    assert at8.speedup == pytest.approx(3 * compute(1) / at8.layer_s, rel=1e-12)
+    at16 = tp.tp_layer_time(b, s, h, 16)
+    assert (at16.crosses_node, at16.link) == (True, "ib_ndr")
+    assert at16.allreduce_s == pytest.approx(30 * 4e-6 + 1.875 * message / 50e9, rel=1e-12)
+    assert at16.allreduce_s > 8 * at8.allreduce_s  # the jump at the node boundary
+    assert at16.speedup < at8.speedup
+    one_gpu = tp.tp_layer_time(b, s, h, 1)
+    assert (one_gpu.comm_s, one_gpu.comm_fraction, one_gpu.speedup) == (0.0, 0.0, 1.0)
+    flops = sum(g.flops for g in tp.layer_gemm_shapes(h, 8, micro_batch=b, seq=s))
+    assert at8.gemm_efficiency == pytest.approx(flops / (peak * at8.forward_compute_s), rel=1e-12)
+    assert tp.tp_layer_time(b, s, h, 16, gpus_per_node=16).link == "nvlink4"
+    with pytest.raises(ValueError, match="link"):
+        tp.tp_layer_time(b, s, h, 16, inter_link="carrier_pigeon")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8, 16, 32, 64]), st.sampled_from([1024, 4096, 16384]),
+       st.sampled_from([512, 4096, 131072]), st.sampled_from([4, 8, 72]), st.sampled_from(["a100_80gb", "b200"]))
+def test_tp_layer_time_properties(t, h, s, gpus, gpu):
+    r = tp.tp_layer_time(2, s, h, t, gpu=gpu, gpus_per_node=gpus, inter_link="ib_hdr")
+    assert 0 <= r.comm_fraction < 1 and r.crosses_node == (t > gpus)
+    assert r.layer_s == pytest.approx(r.forward_compute_s + r.backward_compute_s + r.comm_s, rel=1e-12)
+    assert 0 < r.gemm_efficiency < 1 and r.speedup > 0
+    assert r.comm_s == pytest.approx(4 * r.allreduce_s, rel=1e-12)
+
+
+def test_sp_forward_bytes_equal_plain_tp():
+    for t in (2, 4, 8):
+        plain = tp.tp_forward_bytes_per_rank(4, 2048, 6144, t)
+        assert plain == pytest.approx(2 * 2 * (t - 1) / t * 2 * 4 * 2048 * 6144, rel=1e-12)
+        assert tp.tp_forward_bytes_per_rank(4, 2048, 6144, t, sequence_parallel=True) == pytest.approx(plain, rel=1e-12)
+    assert tp.tp_forward_bytes_per_rank(4, 2048, 6144, 1) == 0.0

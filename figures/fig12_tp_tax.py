@@ -1,0 +1,113 @@
+"""Figure 12: per-layer time as T grows, compute shrinking and AllReduces jumping at the node edge."""
+import math
+
+from figures import fmt, svg
+from figures.contract import Readout, Select, Slider, View
+from models import hardware, tensor
+
+NUMBER = 12
+TITLE = "The tensor-parallel tax, on the fast fabric and off it"
+CAPTION = (
+    "One transformer layer's training-step time on one rank of a tensor-parallel group of T, for T = 1 to 64. "
+    "Blue and red are the forward and backward matrix multiplies, which shrink with T but lose efficiency as they "
+    "narrow (an illustrative curve, not a measurement); the top segment is the four AllReduces, which nothing "
+    "hides. Green means they run on NVLink inside a node, orange on the network once the group spills past it. "
+    "Click a bar or move T; then try a smaller hidden size, or more GPUs per node."
+)
+DEGREES = (1, 2, 4, 8, 16, 32, 64)
+NETWORK_LINKS = ("ib_hdr", "ib_ndr", "ib_xdr", "roce_400gbe")
+GPUS = ("a100_80gb", "h100_sxm", "b200", "mi300x")  # one of each speed: an H200 or a 40 GB A100 would draw the same bars
+
+CONTROLS = (
+    Slider("T", "Tensor-parallel degree T", stops=DEGREES, default=8),
+    Slider("hidden", "Hidden size h", stops=tuple(2 ** k for k in range(10, 16)), default=8192, format=fmt.thousands),
+    Slider("seq", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=4096, format=fmt.thousands),
+    Slider("micro", "Microbatch b", stops=(1, 2, 4, 8, 16), default=1),
+    Select("gpus", "GPUs per node", options=((4, "4"), (8, "8"), (16, "16"), (72, "72 (an NVL72 rack)")), default=8),
+    Select("gpu", "GPU", options=tuple((k, hardware.GPUS[k].name) for k in GPUS), default="h100_sxm"),
+    Select("inter", "Network", options=tuple((k, hardware.LINKS[k].name) for k in NETWORK_LINKS), default="ib_ndr"),
+)
+
+WIDTH, LEFT, TOP, PLOT_HEIGHT = 460, 64, 30, 250
+SLOT = (WIDTH - LEFT - 8) / len(DEGREES)
+BAR = 34
+
+
+def _nice_step(largest, ticks=5):
+    """A 1-2-5 step giving about ``ticks`` gridlines up to ``largest`` (axis layout only)."""
+    rough = largest / ticks
+    power = 10 ** math.floor(math.log10(rough))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
+
+
+def _tick(seconds, top_s):
+    """An axis label in the unit of the axis's top: "5 ms", "250 us"."""
+    return f"{fmt.decimal(seconds * 1e3)} ms" if top_s >= 1e-3 else f"{fmt.decimal(seconds * 1e6)} \u00b5s"
+
+
+def render(state):
+    times = [tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], t, gpu=state["gpu"],
+                                  gpus_per_node=state["gpus"], inter_link=state["inter"]) for t in DEGREES]
+    chosen = times[DEGREES.index(state["T"])]
+    step = _nice_step(max(t.layer_s for t in times))
+    top_s = step * math.ceil(max(t.layer_s for t in times) / step)
+    scale = PLOT_HEIGHT / top_s
+    base = TOP + PLOT_HEIGHT
+    segments = {}
+    labels, hits = [], []
+    for i, t in enumerate(times):
+        x = LEFT + i * SLOT + (SLOT - BAR) / 2
+        faded = "" if t.tp == chosen.tp else "-faded"
+        y = base
+        for key, seconds in (("forward", t.forward_compute_s), ("backward", t.backward_compute_s),
+                             ("inter" if t.crosses_node else "intra", t.comm_s)):
+            segments.setdefault(key + faded, []).append((x, y - seconds * scale, BAR, seconds * scale))
+            y -= seconds * scale
+        labels.append((x + BAR / 2, y - 5, fmt.duration(t.layer_s)))
+        labels.append((x + BAR / 2, base + 16, f"T = {t.tp}"))
+        labels.append((x + BAR / 2, base + 31, fmt.percent(t.gemm_efficiency, 0)))
+        hits.append(svg.boxes([(x - 4, TOP - 16, BAR + 8, base - TOP + 52)], fill="transparent", data_set=f"T={t.tp}",
+                              tabindex="0", role="button", aria_label=f"show T = {t.tp}"))
+    parts = [svg.segments([(LEFT, base - v * scale, WIDTH - 8, base - v * scale)
+                           for v in (k * step for k in range(int(round(top_s / step)) + 1))], class_="svg-axis"),
+             svg.texts(((LEFT - 6, base - k * step * scale + 4, _tick(k * step, top_s))
+                        for k in range(int(round(top_s / step)) + 1)), class_="svg-label-soft", text_anchor="end")]
+    for key, boxes in sorted(segments.items()):
+        colour, faded = key.split("-")[0], key.endswith("-faded")
+        parts.append(svg.boxes(boxes, class_=f"fill-{colour}", fill_opacity=0.35 if faded else None))
+    x = LEFT + DEGREES.index(chosen.tp) * SLOT + (SLOT - BAR) / 2
+    parts.append(svg.boxes([(x, base - chosen.layer_s * scale, BAR, chosen.layer_s * scale)], fill="none",
+                           class_="svg-ink-stroke", stroke_width=1.5))
+    parts.append(svg.texts(labels, class_="svg-label", text_anchor="middle"))
+    parts.append(svg.text(LEFT - 6, base + 31, "GEMM eff.", class_="svg-label-soft", text_anchor="end"))
+    inside = [t.tp for t in times if not t.crosses_node]
+    intra = hardware.LINKS[hardware.gpu(state["gpu"]).scale_up_link].name.split(" (")[0]
+    network = hardware.LINKS[state["inter"]].name.split(" (")[0]
+    if len(inside) < len(DEGREES):  # the node boundary, between the last T that fits and the first that does not
+        edge = LEFT + len(inside) * SLOT
+        parts.append(svg.segments([(edge, TOP - 20, edge, base + 36)], class_="svg-ink-stroke", stroke_dasharray="4 3"))
+        parts.append(svg.text(edge - 6, TOP - 10, f"< {intra}", class_="svg-label", text_anchor="end"))
+        parts.append(svg.text(edge + 6, TOP - 10, f"{network} >", class_="svg-label"))
+    else:
+        parts.append(svg.text(LEFT, TOP - 10, f"every T up to 64 fits in one {intra} domain", class_="svg-label"))
+    parts.extend(hits)
+    readouts = (
+        Readout("layer_time_s", f"layer time at T = {chosen.tp}", fmt.duration(chosen.layer_s), chosen.layer_s),
+        Readout("tp_comm_fraction", "spent in AllReduces", fmt.percent(chosen.comm_fraction),
+                chosen.comm_fraction, "inter" if chosen.crosses_node else "intra"),
+        Readout("crosses_node", "group crosses the node edge",
+                f"yes, T = {chosen.tp} > {state['gpus']} GPUs per node" if chosen.crosses_node else "no",
+                1 if chosen.crosses_node else 0),
+        Readout("speedup", "speedup over T = 1", f"{fmt.decimal(chosen.speedup)}x", chosen.speedup),
+        Readout("allreduce_s", "one AllReduce", fmt.duration(chosen.allreduce_s) if chosen.tp > 1 else "none at T = 1",
+                chosen.allreduce_s),
+        Readout("gemm_efficiency", "GEMM efficiency (illustrative)", fmt.percent(chosen.gemm_efficiency, 0),
+                chosen.gemm_efficiency),
+        Readout("forward_compute_s", "forward GEMMs", fmt.duration(chosen.forward_compute_s), chosen.forward_compute_s, "forward"),
+        Readout("backward_compute_s", "backward GEMMs", fmt.duration(chosen.backward_compute_s), chosen.backward_compute_s, "backward"),
+    )
+    alt = (f"Stacked bars of one layer's time for T = 1 to 64 at h = {state['hidden']}, s = {state['seq']}, "
+           f"b = {state['micro']}: " + ", ".join(f"T = {t.tp} {fmt.duration(t.layer_s)}" for t in times)
+           + f". At T = {chosen.tp}, {fmt.percent(chosen.comm_fraction)} of it is AllReduce "
+           + (f"on the network ({network})." if chosen.crosses_node else f"inside the node ({intra})."))
+    return View(svg=svg.document(WIDTH, base + 44, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)

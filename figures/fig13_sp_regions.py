@@ -1,0 +1,131 @@
+"""Figure 13: a layer as a strip of TP and SP regions, and what each layout keeps in memory."""
+from figures import fmt, svg
+from figures.contract import Readout, Select, Slider, Toggle, View
+from models import activations, tensor
+
+NUMBER = 13
+TITLE = "Alternating layouts: TP regions and SP regions"
+CAPTION = (
+    "One transformer layer's forward pass on rank 0 of a tensor-parallel group of t. Each box is a region of the "
+    "layer with a sketch of the s x h activation it works on, the part this rank holds filled in. Switch sequence "
+    "parallelism on: the LayerNorm and dropout regions stop holding the whole tensor, the AllReduce at each exit "
+    "becomes a ReduceScatter and an AllGather appears at each entrance, and the bytes sent stay the same. Below, "
+    "the bytes one layer keeps for backward (Korthikanti et al. 2022, Table 2); the defaults are their 22B model."
+)
+HIDDEN_SIZES = (1024, 2048, 4096, 6144, 8192, 12288, 16384, 20480, 25600)  # with the paper's 22B-1T models
+HEADS = (8, 16, 32, 64, 96, 128, 160)
+TP_DEGREES = (1, 2, 4, 8, 16, 32)
+
+CONTROLS = (
+    Slider("t", "Tensor-parallel degree t", stops=TP_DEGREES, default=8),
+    Slider("s", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=2048, format=fmt.thousands),
+    Slider("b", "Microbatch b", stops=(1, 2, 4, 8, 16), default=4),
+    Slider("h", "Hidden size h", stops=HIDDEN_SIZES, default=6144, format=fmt.thousands),
+    Slider("a", "Attention heads a", stops=HEADS, default=64),
+    Toggle("sp", "Sequence parallelism", default=False),
+    Select("recompute", "Recompute", options=(("none", "none"), ("selective", "selective (attention scores)"),
+                                              ("full", "full (keep the layer input)")), default="none"),
+)
+
+
+def constrain(state):
+    """Heads must divide h, and t the heads: snap a to the nearest head count that divides h,
+    then t down to the largest degree that divides a."""
+    if state["h"] % state["a"]:
+        state["a"] = min((a for a in HEADS if state["h"] % a == 0), key=lambda a: abs(a - state["a"]))
+    if state["a"] % state["t"]:
+        state["t"] = max(t for t in TP_DEGREES if t <= state["t"] and state["a"] % t == 0)
+    return state
+
+
+WIDTH, LEFT = 480, 6
+BOXES = (("LayerNorm", "sp", 80), ("entry", "pill", 86), ("{block}", "tp", 96), ("exit", "pill", 86),
+         ("dropout + add", "sp", 96))
+PARTS = (("outside_tp_bytes", "LayerNorm, dropout, residual"), ("inside_tp_bytes", "inside attention and MLP"),
+         ("attention_scores_bytes", "attention scores"))
+
+
+def _glyph(x, y, region, sp, t, fills, outlines):
+    """A 40 x 22 sketch of the s x h tensor with rank 0's part filled."""
+    outlines.append((x, y, 40, 22))
+    if region == "tp":
+        fills.setdefault("tp", []).append((x, y, 40 / t, 22))
+    elif sp:
+        fills.setdefault("sp", []).append((x, y, 40, 22 / t))
+    else:
+        fills.setdefault("replicated", []).append((x, y, 40, 22))
+
+
+def render(state):
+    t, s, b, h, a, sp, recompute = (state[k] for k in ("t", "s", "b", "h", "a", "sp", "recompute"))
+    fills, pills, outlines, heads, labels, soft = {}, {}, [], [], [], []
+    kept = {"sp": "s/t \u00d7 h" if sp and t > 1 else "s \u00d7 h, whole", "tp": "s \u00d7 h/t" if t > 1 else "s \u00d7 h"}
+    for row, block in enumerate(("attention", "MLP")):
+        x, y = LEFT, 26 + row * 92
+        heads.append((LEFT, y - 8, f"{block} block"))
+        for name, region, width in BOXES:
+            if region == "pill":
+                kind = ("AllGather" if name == "entry" else "ReduceScatter") if sp else (
+                    "identity" if name == "entry" else "AllReduce")
+                if t == 1:
+                    kind = "identity"
+                pills.setdefault("comm" if kind != "identity" else "idle", []).append((x + 2, y + 20, width - 4, 24))
+                labels.append((x + width / 2, y + 36, kind))
+                soft.append((x + width / 2, y + 60, ("g" if sp else "f") if name == "entry" else ("g\u0304" if sp else "f\u0304")))
+            else:
+                outlines.append((x, y, width, 64))
+                labels.append((x + width / 2, y + 15, name.format(block=block)))
+                _glyph(x + width / 2 - 20, y + 22, region, sp, t, fills, outlines)
+                soft.append((x + width / 2, y + 58, kept[region]))
+            x += width + 5
+    layer = {v: activations.layer_activations(s, b, h, a, tp=t, sequence_parallel=v, recompute=recompute)
+             for v in (False, True)}
+    chosen = layer[sp]
+    comm = {v: tensor.tp_forward_bytes_per_rank(b, s, h, t, sequence_parallel=v) for v in (False, True)}
+    top, scale = 218, (WIDTH - LEFT - 150) / max(layer[False].total_bytes, 1.0)
+    heads.append((LEFT, top - 10, "kept for backward per layer, per device" + ("" if recompute == "none" else f" ({recompute} recompute)")))
+    for i, v in enumerate((False, True)):
+        y, x = top + i * 30, LEFT + 64
+        soft.append((LEFT + 30, y + 15, "with SP" if v else "TP only"))
+        for key, _ in PARTS:
+            width = getattr(layer[v], key) * scale
+            colour = {"outside_tp_bytes": "sp" if v else "replicated", "inside_tp_bytes": "tp",
+                      "attention_scores_bytes": "activations"}[key]
+            fills.setdefault(colour, []).append((x, y, width, 20))
+            x += width
+        soft.append((x + 34, y + 15, fmt.data_size(layer[v].total_bytes)))
+        if v == sp:
+            outlines.append((LEFT + 64, y, x - LEFT - 64, 20))
+    y = top + 70
+    heads.append((LEFT, y, "sent per device in the forward pass"))
+    for i, v in enumerate((False, True)):
+        width = comm[v] / max(comm[False], 1.0) * (WIDTH - LEFT - 150)
+        fills.setdefault("comm", []).append((LEFT + 64, y + 10 + i * 22, width, 14))
+        soft.append((LEFT + 30, y + 22 + i * 22, "with SP" if v else "TP only"))
+        soft.append((LEFT + 98 + width, y + 22 + i * 22, fmt.data_size(comm[v]) if comm[v] else "none"))
+    parts = [svg.boxes(boxes, class_=f"fill-{key}", fill_opacity=0.4) for key, boxes in sorted(pills.items())]
+    parts += [svg.boxes(boxes, class_=f"fill-{key}") for key, boxes in sorted(fills.items())]
+    parts += [svg.boxes(outlines, fill="none", class_="svg-ink-stroke"),
+              svg.texts(labels, class_="svg-label", text_anchor="middle"),
+              svg.texts(heads, class_="svg-label"),
+              svg.texts(soft, class_="svg-label-soft", text_anchor="middle")]
+    saving = activations.sp_saving_fraction(s, b, h, a, tp=t, recompute=recompute)
+    baseline = activations.fraction_of_tp_baseline(s, b, h, a, tp=t, sequence_parallel=sp, recompute=recompute)
+    collectives = ("2 ReduceScatter + 2 AllGather" if sp else "2 AllReduce") if t > 1 else "none (t = 1)"
+    readouts = (
+        Readout("activation_bytes_per_layer", "kept per layer, per device", fmt.data_size(chosen.total_bytes),
+                chosen.total_bytes, "activations"),
+        Readout("comm_bytes_per_layer", f"sent per layer, forward ({collectives})", fmt.data_size(comm[sp]),
+                comm[sp], "comm"),
+        Readout("saving_fraction", "saved by SP at this recompute", fmt.percent(saving), saving, "sp"),
+        Readout("tp_baseline_fraction", "of plain TP without recompute", fmt.percent(baseline), baseline),
+        *(Readout(key, name, fmt.data_size(getattr(chosen, key)), getattr(chosen, key),
+                  {"outside_tp_bytes": "sp" if sp else "replicated", "inside_tp_bytes": "tp"}.get(key, "activations"))
+          for key, name in PARTS),
+    )
+    alt = (f"A layer as two strips of regions at t = {t}, sequence parallelism {'on' if sp else 'off'}: LayerNorm "
+           f"and dropout hold {kept['sp']}, attention and MLP hold {kept['tp']}; {collectives} per forward pass. "
+           f"Activation bytes per layer: {fmt.data_size(layer[False].total_bytes)} without SP, "
+           f"{fmt.data_size(layer[True].total_bytes)} with it ({recompute} recompute); "
+           f"{fmt.data_size(comm[sp])} sent either way.")
+    return View(svg=svg.document(WIDTH, top + 128, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)

@@ -1,0 +1,223 @@
+"""Figures 11-14: the readouts are the models' numbers, the defaults reproduce the article's and
+the papers' numbers, and the drawings show what the readouts say."""
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from figures import registry
+from models import activations, context, hardware, tensor
+from tests.published_cases import published_cases
+
+SVG = "{http://www.w3.org/2000/svg}"
+GiB = 2**30
+
+
+def view(number, **changes):
+    figure = registry()[number]
+    return figure.render(figure.validate_state({**figure.default_state(), **changes}))
+
+
+def values(v):
+    return {r.key: r.value for r in v.readouts}
+
+
+def texts(v):
+    return [t.text for t in ET.fromstring(v.svg).iter(SVG + "text")]
+
+
+def shapes(v, css):
+    """How many shapes (subpaths) the drawing's paths of class ``css`` hold."""
+    return sum(len(re.findall("M", p.get("d"))) for p in ET.fromstring(v.svg).iter(SVG + "path")
+               if css in (p.get("class") or "").split() and p.get("d") != "M0 0")
+
+
+# ---- Figure 11 ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("T,block,order,seed", [(2, "mlp", "column_row", 1), (8, "attention", "column_row", 5),
+                                                (4, "mlp", "row_first", 9), (8, "attention", "row_first", 0),
+                                                (1, "mlp", "row_first", 2)])
+def test_figure_11_readouts_are_the_models(T, block, order, seed):
+    shown = values(view(11, T=T, block=block, order=order, seed=seed))
+    walk = tensor.block_walkthrough(block, order, T, seed)
+    collectives = tensor.block_collectives(block, order, 1, 4096, 8192, T)
+    assert shown["collectives_forward"] == walk.collectives_forward == len(collectives)
+    assert shown["max_abs_error"] == walk.max_abs_error
+    allreduce = [c for c in collectives if c.kind == "AllReduce"]
+    assert shown["allreduce_bytes"] == (allreduce[0].message_bytes if allreduce else 0.0)
+    assert shown["allreduce_sent_bytes"] == (allreduce[0].wire_bytes_per_rank if allreduce else 0.0)
+
+
+def test_figure_11_default_is_the_articles_allreduce():
+    v = view(11)
+    shown = values(v)
+    assert shown["collectives_forward"] == 1 and shown["max_abs_error"] <= 1e-12
+    assert shown["allreduce_bytes"] == 2 * 1 * 4096 * 8192  # b·s·h in bf16: "67 MB"
+    assert {r.key: r.text for r in v.readouts}["allreduce_bytes"] == "67.1 MB"
+    assert values(view(11, T=8))["allreduce_sent_bytes"] == 2 * 7 / 8 * 2 * 4096 * 8192  # "about 117 MB"
+    assert "b = 1, s = 4,096, h = 8,192, bf16" in [r.label for r in v.readouts if r.key == "allreduce_bytes"][0]
+
+
+@pytest.mark.parametrize("T", [1, 2, 4, 8])
+@pytest.mark.parametrize("order", tensor.ORDERS)
+def test_figure_11_draws_each_rank_its_own_colour_and_each_collective(T, order):
+    v = view(11, T=T, order=order)
+    ranks = {c for p in ET.fromstring(v.svg).iter(SVG + "path") for c in (p.get("class") or "").split()
+             if c.startswith("stroke-rank")}
+    assert ranks == {f"stroke-rank{r}" for r in range(T)}
+    walk = tensor.block_walkthrough("mlp", order, T, 1)
+    assert shapes(v, "fill-comm") == walk.collectives_forward  # one band per collective
+    right = walk.max_abs_error <= 1e-12
+    assert shapes(v, "fill-ok") == (1 if right else 0) and shapes(v, "fill-warn") == (0 if right else 1)
+    assert right == (order == "column_row" or T == 1)
+    cells = sum(len(row) for step in walk.steps for panel in step.panels for piece in panel.pieces for row in piece)
+    heat = sum(len(re.findall("h1", p.get("d"))) for p in ET.fromstring(v.svg).iter(SVG + "path")
+               if (p.get("class") or "").startswith("stroke-"))
+    assert heat == cells  # every entry of every matrix is drawn, once
+
+
+def test_figure_11_new_matrices_button_changes_the_numbers():
+    figure = registry()[11]
+    state = figure.default_state()
+    pressed = figure.press("new_matrices", state)
+    assert pressed["seed"] == state["seed"] + 1
+    assert figure.render(pressed).svg != figure.render(state).svg
+    assert figure.press("new_matrices", {**state, "seed": 99})["seed"] == 0
+
+
+# ---- Figure 12 ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("changes", [{}, {"T": 16}, {"T": 64, "hidden": 2048, "gpus": 72, "gpu": "b200"},
+                                     {"T": 2, "seq": 131072, "micro": 4, "inter": "ib_hdr", "gpu": "a100_80gb"}])
+def test_figure_12_readouts_are_the_models(changes):
+    state = {**registry()[12].default_state(), **changes}
+    shown = values(view(12, **changes))
+    model = tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], state["T"], gpu=state["gpu"],
+                                 gpus_per_node=state["gpus"], inter_link=state["inter"])
+    assert shown["layer_time_s"] == model.layer_s
+    assert shown["tp_comm_fraction"] == model.comm_fraction
+    assert shown["crosses_node"] == (1 if state["T"] > state["gpus"] else 0) == int(model.crosses_node)
+    assert shown["speedup"] == model.speedup
+    assert shown["allreduce_s"] == model.allreduce_s
+
+
+def test_figure_12_default_is_the_articles_worked_example():
+    """b=1, s=4096, h=8192 on H100s: ~0.29 ms per AllReduce on NVLink at T=8, ~2.6 ms on NDR at T=16."""
+    message = 2 * 4096 * 8192
+    assert values(view(12))["allreduce_s"] == pytest.approx(14 * 1.9e-6 + 1.75 * message / 450e9, rel=1e-12)
+    assert values(view(12, T=16))["allreduce_s"] == pytest.approx(30 * 4e-6 + 1.875 * message / 50e9, rel=1e-12)
+    assert values(view(12, T=16))["layer_time_s"] > 3 * values(view(12))["layer_time_s"]
+
+
+@pytest.mark.parametrize("gpus", [4, 8, 16, 72])
+def test_figure_12_draws_seven_bars_coloured_by_fabric(gpus):
+    v = view(12, gpus=gpus)
+    bars = [p.get("data-set") for p in ET.fromstring(v.svg).iter(SVG + "path") if p.get("data-set")]
+    assert bars == [f"T={t}" for t in (1, 2, 4, 8, 16, 32, 64)]
+    outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > gpus)
+    assert shapes(v, "fill-inter") == outside and shapes(v, "fill-intra") == 7 - outside
+    assert shapes(v, "fill-forward") == shapes(v, "fill-backward") == 7
+    assert ("InfiniBand NDR 400 Gb/s >" in texts(v)) == (outside > 0)
+
+
+# ---- Figure 13 ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("changes", [{}, {"sp": True}, {"sp": True, "recompute": "selective", "t": 4, "s": 8192},
+                                     {"recompute": "full", "h": 12288, "a": 96, "b": 1}])
+def test_figure_13_readouts_are_the_models(changes):
+    state = registry()[13].validate_state({**registry()[13].default_state(), **changes})
+    shown = values(view(13, **changes))
+    args = (state["s"], state["b"], state["h"], state["a"])
+    assert shown["activation_bytes_per_layer"] == activations.per_layer_bytes(
+        *args, tp=state["t"], sequence_parallel=state["sp"], recompute=state["recompute"])
+    assert shown["comm_bytes_per_layer"] == tensor.tp_forward_bytes_per_rank(
+        state["b"], state["s"], state["h"], state["t"], sequence_parallel=state["sp"])
+    assert shown["saving_fraction"] == activations.sp_saving_fraction(*args, tp=state["t"], recompute=state["recompute"])
+
+
+@pytest.mark.parametrize("model", ["22B", "175B", "530B", "1T"])
+def test_figure_13_reproduces_korthikanti_figures_1_and_7(model):
+    fig1, fig7 = published_cases()[f"korthikanti-fig1-{model}"], published_cases()[f"korthikanti-fig7-{model}"]
+    i = fig1["inputs"]
+    config = {"t": i["t"], "s": i["s"], "b": i["b"], "h": i["h"], "a": i["a"]}
+    assert registry()[13].validate_state({**registry()[13].default_state(), **config}) == {
+        **registry()[13].default_state(), **config}  # every published model is reachable on the sliders
+    stack = i["l"] * (activations.interleave_memory_factor(i["p"], i["v"]) if i["v"] > 1 else 1)  # 1F1B: L layers
+    baseline = values(view(13, **config))["activation_bytes_per_layer"]
+    assert baseline * stack / GiB == pytest.approx(fig1["expected"]["activations_tp_baseline_GiB"], rel=1e-3)
+    best = values(view(13, **config, sp=True, recompute="selective"))["activation_bytes_per_layer"]
+    assert best * stack / GiB == pytest.approx(fig1["expected"]["activations_sp_selective_GiB"], rel=1e-3)
+    pct = fig7["derived"]["formula_pct"]
+    for sp, recompute, key in ((True, "none", "sequence_parallel"), (False, "selective", "selective_recompute"),
+                               (True, "selective", "seq+selective"), (False, "full", "full_recompute")):
+        shown = values(view(13, **config, sp=sp, recompute=recompute))["tp_baseline_fraction"]
+        assert 100 * shown == pytest.approx(pct[key], abs=0.06)
+        assert 100 * shown == pytest.approx(fig7["expected"][key], rel=0.02)  # the paper's measured bars
+
+
+def test_figure_13_default_is_the_22b_model_and_sp_keeps_the_bytes_on_the_wire():
+    off, on = values(view(13)), values(view(13, sp=True))
+    assert off["activation_bytes_per_layer"] * 48 / GiB == 59.25  # Korthikanti Fig. 1, 22B, TP baseline
+    assert on["comm_bytes_per_layer"] == pytest.approx(off["comm_bytes_per_layer"], rel=1e-12)
+    assert 1 - on["tp_baseline_fraction"] == pytest.approx(on["saving_fraction"], rel=1e-12)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_figure_13_draws_the_collectives_of_each_layout(sp):
+    shown = texts(view(13, sp=sp))
+    expected = {"AllGather": 2, "ReduceScatter": 2} if sp else {"identity": 2, "AllReduce": 2}
+    assert {k: shown.count(k) for k in ("AllGather", "ReduceScatter", "identity", "AllReduce")} == {
+        **{"AllGather": 0, "ReduceScatter": 0, "identity": 0, "AllReduce": 0}, **expected}
+    assert shown.count("s/t \u00d7 h" if sp else "s \u00d7 h, whole") == 4  # the LayerNorm and dropout regions
+    assert shown.count("s \u00d7 h/t") == 2
+    assert shapes(view(13, sp=sp, t=1), "fill-comm") == 2  # t = 1: only the two byte bars, no collectives
+
+
+def test_figure_13_snaps_heads_and_degree_to_divisors():
+    figure = registry()[13]
+    state = figure.validate_state({**figure.default_state(), "h": 25600, "a": 96, "t": 32})
+    assert 25600 % state["a"] == 0 and state["a"] % state["t"] == 0 and state["a"] in (64, 128)
+
+
+# ---- Figure 14 ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("changes", [{}, {"C": 16}, {"C": 4, "layout": "two_chunks", "s": 1048576},
+                                     {"C": 64, "heads": 128, "kv_heads": 128, "h": 16384, "gpus": 72,
+                                      "intra": "nvlink5"}])
+def test_figure_14_readouts_are_the_models(changes):
+    state = registry()[14].validate_state({**registry()[14].default_state(), **changes})
+    shown = values(view(14, **changes))
+    C, s, h, heads, kv = state["C"], state["s"], state["h"], state["heads"], state["kv_heads"]
+    ok = C <= kv
+    assert shown["ulysses_ok"] == int(ok) == int(context.ulysses_fits(C, heads, kv))
+    assert shown["ring_bytes_per_device"] == context.ring_communication(s, h, C, heads=heads, kv_heads=kv).forward_bytes_per_rank
+    if ok:
+        assert shown["ulysses_bytes_per_device"] == context.ulysses_communication(
+            s, h, heads, C, kv_heads=kv).forward_bytes_per_rank
+    else:
+        assert shown["ulysses_bytes_per_device"] is None
+    assert shown["causal_imbalance"] == context.causal_work(C, state["layout"]).imbalance
+    times = context.context_comm_time(s, h, heads, C, kv_heads=kv, intra_link=state["intra"],
+                                      inter_link=state["inter"], gpus_per_node=state["gpus"])
+    assert (shown["ring_time_s"], shown["ulysses_time_s"]) == (times.ring_s, times.ulysses_s)
+
+
+def test_figure_14_ulysses_beyond_the_kv_heads_is_shown_not_raised():
+    v = view(14, C=16)
+    shown = {r.key: r.text for r in v.readouts}
+    assert shown["ulysses_bytes_per_device"] == "not possible: C = 16 > 8 KV heads" and shown["ulysses_ok"] == "no"
+    assert "8 KV heads for 16 ranks" in texts(v) and shapes(v, "fill-warn") == 1
+    assert shapes(view(14), "fill-warn") == 0
+
+
+@pytest.mark.parametrize("C", [1, 2, 8, 64])
+@pytest.mark.parametrize("layout", context.LAYOUTS)
+def test_figure_14_draws_the_causal_triangle_and_the_ring_schedule(C, layout):
+    v = view(14, C=C, layout=layout, kv_heads=8)
+    chunks = C * (2 if layout == "two_chunks" else 1)
+    triangles = sum(shapes(v, f"fill-rank{r}") for r in range(8))
+    # one diagonal triangle per query chunk, one row box per chunk but the first, the Ulysses stripes
+    assert triangles == chunks + (chunks - 1) + C + min(C, 8)
+    idle = context.ring_idle_steps(context.causal_work(C, layout))
+    assert shapes(v, "fill-idle") == sum(1 for n in idle if n)  # contiguous: one idle run per step after the first
+    assert values(v)["causal_imbalance"] == pytest.approx(2 - 1 / C if layout == "contiguous" else 1.0)
