@@ -25,7 +25,7 @@ CONTROLS = (
     Toggle("reshard", "Reshard after forward", default=True),
 )
 
-WIDTH, LEFT, RIGHT = 640, 96, 14
+WIDTH, LEFT, RIGHT, PEAK_LABEL = 640, 96, 8, 58
 LANE, STRIP, HEADER, GAP = 14, 26, 30, 12
 PANEL = HEADER + 2 * LANE + 4 + STRIP
 ROWS = ((False, "Without prefetch"), (True, "With prefetch"))
@@ -44,8 +44,8 @@ def _timeline(step, top, px_per_s, peak_scale, chosen, title):
     resident = step.resident
     lanes_top = top + HEADER
     span = step.step_time_s * px_per_s
-    header = (f"{title}: step {fmt.decimal(step.step_time_s * 1e3, 1)} ms, compute waits "
-              f"{fmt.decimal(step.exposed_comm_s * 1e3, 1)} ms, peak {resident.peak} gathered "
+    header = (f"{title}: step {fmt.seconds(step.step_time_s)}, compute waits "
+              f"{fmt.seconds(step.exposed_comm_s)}, peak {resident.peak} gathered "
               f"unit{'s' if resident.peak != 1 else ''}")
     parts = [
         svg.text(0, top + 18, header + ("  \u25c0 readouts" if chosen else ""),
@@ -85,37 +85,37 @@ def render(state):
     args = (state["units"], state["compute_ms"], state["gather_ms"])
     runs = {prefetch: _step(*args, prefetch, state["reshard"]) for prefetch, _ in ROWS}
     longest = max(step.step_time_s for step in runs.values())
-    px_per_s = (WIDTH - LEFT - RIGHT - 24) / longest
+    px_per_s = (WIDTH - LEFT - RIGHT - PEAK_LABEL) / longest
     peak_scale = max(2, *(step.resident.peak for step in runs.values()))
     parts = []
     for index, (prefetch, title) in enumerate(ROWS):
         parts += _timeline(runs[prefetch], index * (PANEL + GAP), px_per_s, peak_scale, prefetch == state["prefetch"], title)
     axis_y = 2 * PANEL + GAP + 8
-    marks = svg.ticks(longest * 1e3, 7)
-    parts.append(svg.segments([(LEFT, axis_y, WIDTH - RIGHT - 24, axis_y)]
-                              + [(LEFT + t / 1e3 * px_per_s, axis_y, LEFT + t / 1e3 * px_per_s, axis_y + 4) for t in marks],
+    unit, per_s = ("s", 1) if longest >= 2 else ("ms", 1e3)  # axis labels in the unit that keeps them short
+    marks = svg.ticks(longest * per_s, 7)
+    parts.append(svg.segments([(LEFT, axis_y, LEFT + longest * px_per_s, axis_y)]
+                              + [(LEFT + t / per_s * px_per_s, axis_y, LEFT + t / per_s * px_per_s, axis_y + 4) for t in marks],
                               class_="svg-axis"))
-    parts.append(svg.texts(((LEFT + t / 1e3 * px_per_s, axis_y + 16, fmt.decimal(t, 1)) for t in marks),
+    parts.append(svg.texts(((LEFT + t / per_s * px_per_s, axis_y + 16, fmt.decimal(t, 1)) for t in marks),
                            class_="svg-label-soft", text_anchor="middle"))
-    parts.append(svg.text(WIDTH - RIGHT, axis_y + 32, "time in the step, ms", class_="svg-label-soft", text_anchor="end"))
+    parts.append(svg.text(WIDTH - RIGHT, axis_y + 32, f"time in the step, {unit}", class_="svg-label-soft", text_anchor="end"))
     step, other = runs[state["prefetch"]], runs[not state["prefetch"]]
     label = (f"Two FSDP timelines of {state['units']} units, {fmt.decimal(state['compute_ms'])} ms forward compute and "
              f"{fmt.decimal(state['gather_ms'])} ms AllGather per unit")
     drawing = svg.document(WIDTH, axis_y + 38, parts, label=label, class_="svg-scroll")
-    ms = lambda seconds: f"{fmt.decimal(seconds * 1e3, 1)} ms"
     units_text = lambda n: f"{n} unit" if n == 1 else f"{n} units"
     readouts = (
-        Readout("step_time_s", "step time", ms(step.step_time_s), step.step_time_s),
-        Readout("exposed_comm_s", "compute waiting on the wire", ms(step.exposed_comm_s), step.exposed_comm_s, "exposed"),
+        Readout("step_time_s", "step time", fmt.seconds(step.step_time_s), step.step_time_s),
+        Readout("exposed_comm_s", "compute waiting on the wire", fmt.seconds(step.exposed_comm_s), step.exposed_comm_s, "exposed"),
         Readout("peak_unsharded_units", "peak gathered units", units_text(step.resident.peak), step.resident.peak, "params"),
-        Readout("comm_busy_s", "time on the wire", ms(step.comm_busy_s), step.comm_busy_s, "comm"),
+        Readout("comm_busy_s", "time on the wire", fmt.seconds(step.comm_busy_s), step.comm_busy_s, "comm"),
         Readout("other_step_time_s", f"step time {'without' if state['prefetch'] else 'with'} prefetch",
-                ms(other.step_time_s), other.step_time_s),
+                fmt.seconds(other.step_time_s), other.step_time_s),
     )
     alt = (
         f"{label}, reshard after forward {'on' if state['reshard'] else 'off'}. Without prefetch the step takes "
-        f"{ms(runs[False].step_time_s)} and compute waits {ms(runs[False].exposed_comm_s)}, with at most "
-        f"{units_text(runs[False].resident.peak)} gathered; with prefetch {ms(runs[True].step_time_s)}, compute waits "
-        f"{ms(runs[True].exposed_comm_s)}, at most {units_text(runs[True].resident.peak)} gathered."
+        f"{fmt.seconds(runs[False].step_time_s)} and compute waits {fmt.seconds(runs[False].exposed_comm_s)}, with at most "
+        f"{units_text(runs[False].resident.peak)} gathered; with prefetch {fmt.seconds(runs[True].step_time_s)}, compute waits "
+        f"{fmt.seconds(runs[True].exposed_comm_s)}, at most {units_text(runs[True].resident.peak)} gathered."
     )
     return View(svg=drawing, readouts=readouts, alt=alt)

@@ -10,12 +10,11 @@ NUMBER = 10
 UNITS = 32  # FSDP units (transformer blocks) per step: each pays its collectives' latency once
 TITLE = "HSDP: putting the chatty collective on the fast wire"
 CAPTION = (
-    "Every square is a GPU, every outlined box a node. A row is one shard group (it gathers parameters and "
-    "scatters gradients at every layer); a column is one replica group (it averages its gradient shard once per "
-    "step). Lines are the rings, green on the node's fabric, orange across the network. Below, every shard group "
-    "size the world allows: model state per GPU against communication per step (the per-layer collectives, and "
-    f"the replica AllReduce as a thin bar on top), with one unit per layer and {UNITS} layers. Drag the shard group size from 1 GPU to the whole world: the memory falls "
-    "fast and then barely; the communication is cheapest where a shard group is exactly one node."
+    "Each square is a GPU, each outlined box a node. A row is one shard group (AllGather and ReduceScatter at "
+    "every layer), a column one replica group (one AllReduce per step); rings are green inside a node, orange "
+    "across nodes. The bars compare every shard group size the world allows: model state per GPU, and "
+    f"communication per step ({UNITS} layers of one unit each; the thin top is the replica AllReduce). "
+    "Drag the shard group size from the whole world down to one GPU."
 )
 
 POWERS = tuple(2 ** k for k in range(13))  # 1 ... 4096
@@ -81,7 +80,7 @@ def _mesh(state, step, top):
         parts.append(svg.segments(((cell(0, c)[0] + mid, y0 + mid, cell(0, c)[0] + mid, cell(rows - 1, 0)[1] + mid)
                                    for c in range(cols)), class_=f"stroke-{FABRIC_COLOUR[step.replica_fabric]}",
                                   stroke_width=3, stroke_dasharray="4 2"))
-    parts.append(svg.boxes((cell(r, c) + (size, size) for r in range(rows) for c in range(cols)), class_="fill-hsdp"))
+    parts.append(svg.boxes((cell(r, c) + (size, size) for r in range(rows) for c in range(cols)), class_="fill-idle"))
     bottom = y0 + rows * pitch
     shown = []
     if cols < shard:

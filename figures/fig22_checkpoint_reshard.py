@@ -176,6 +176,7 @@ def render(state):
         Readout("reads_total", "byte ranges read, all new ranks", str(total) if verdict.loadable else "none: no plan", total),
         Readout("max_reads_per_rank", "most ranges one rank reads", str(most) if verdict.loadable else "none", most),
         Readout("write_time_s", f"time to save ({state['mode']})", fmt.seconds(write.total_s), write.total_s),
+        Readout("checkpoint_bytes", "checkpoint size", fmt.gigabytes(write.total_bytes), write.total_bytes),
         Readout("largest_write_bytes", "largest write by one rank", fmt.gigabytes(write.peak_writer_bytes), write.peak_writer_bytes),
     )
     alt = (f"{label}. {verdict.reason[0].upper() + verdict.reason[1:]}. "

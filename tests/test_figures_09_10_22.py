@@ -145,11 +145,11 @@ def test_fig10_shard_group_snaps_to_a_divisor_of_the_world():
 
 def test_fig10_mesh_draws_a_subset_and_says_so():
     _, small = render(10, N=16, shard=8, gpus=8)
-    assert moves(small, "fill-hsdp") == 16  # two shard groups of 8, every GPU drawn
+    assert moves(small, "fill-idle") == 16  # two shard groups of 8, every GPU drawn
     assert not any("Drawn:" in t for t in texts(small))
     assert moves(small, "stroke-intra") == 2 and moves(small, "stroke-inter") == 8  # 2 row rings, 8 column rings
     _, big = render(10, N=4096, shard=64, gpus=8)
-    assert moves(big, "fill-hsdp") == 8 * 24
+    assert moves(big, "fill-idle") == 8 * 24
     assert any("Drawn: 24 of the 64 GPUs of each shard group and 8 of the 64 shard groups." in t for t in texts(big))
     assert moves(big, "stroke-inter") == 8 + 24  # the shard rings cross nodes too
     # One bar per shard group size the world allows in the memory chart.
