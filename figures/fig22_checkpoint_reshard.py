@@ -8,6 +8,7 @@ from figures.contract import Readout, Select, Slider, Toggle, View, log_stops
 from models import checkpoint, hardware
 
 NUMBER = 22
+FILESYSTEM_BYTES_PER_S = 100e9  # the parallel file system's aggregate write bandwidth
 TITLE = "Checkpoint geometry and resharding"
 CAPTION = (
     "Top: one optimizer tensor, its rows left to right, as the saving ranks wrote it (one file per writer, or one "
@@ -15,12 +16,11 @@ CAPTION = (
     "must read. Change the number of ranks at restart, then switch off the layout metadata and see which "
     "restarts still work. Bottom: time to save the whole model (weights and Adam state, "
     f"{checkpoint.checkpoint_bytes_per_param()} bytes per parameter) by one gathering writer or by every rank, "
-    "on a file system that takes at most 100 GB/s in all."
+    f"on a file system that takes at most {FILESYSTEM_BYTES_PER_S / 1e9:g} GB/s in all."
 )
 
-FILESYSTEM_BYTES_PER_S = 100e9  # the parallel file system's aggregate write bandwidth
 NETWORK = "ib_ndr"  # the gather to rank 0 before a gathered write
-TENSOR_COLUMNS, TENSOR_DTYPE_BYTES = 4096, 4  # an fp32 Adam moment of a 4096-wide weight
+TENSOR_COLUMNS = 4096  # an Adam moment of a 4096-wide weight: whole rows are contiguous in every file
 
 CONTROLS = (
     Slider("src", "Ranks that saved", min=1, max=64, step=1, default=8),
@@ -34,12 +34,10 @@ CONTROLS = (
 )
 
 WIDTH, LEFT, RIGHT, BAR = 560, 70, 12, 22
-
-
 WRITERS = tuple(range(1, 16)) + tuple(range(16, 65, 4))  # where the write-time curves are sampled
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=512)
 def _write_time(params, write_gbps, mode, writers):
     link = hardware.link(NETWORK)
     return checkpoint.checkpoint_write_time(

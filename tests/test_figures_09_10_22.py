@@ -1,6 +1,5 @@
 """Figures 09 (FSDP prefetch), 10 (HSDP mesh), 22 (checkpoint resharding): the starred readouts
 equal what models/ computes, called here directly, and the drawings show what they claim."""
-import math
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -221,24 +220,18 @@ def test_fig22_sharded_writes_beat_gathered_at_real_sizes():
     assert values(gathered)["largest_write_bytes"] == 14e12
 
 
-def test_render_times_within_budget():
-    """The heaviest states of each figure render in well under 8 ms in CPython (best of 3, caches cold)."""
-    import importlib
-    import time
-    heavy = {9: {"units": 128, "compute_ms": 0.5, "gather_ms": 100},
-             10: {"N": 4096, "shard": 64, "gpus": 2},
-             22: {"src": 64, "dst": 63, "rows": 1024}}
-    for number, changes in heavy.items():
-        figure = registry()[number]
-        module = importlib.import_module(f"figures.fig{number:02d}_{figure.slug.replace('-', '_')}")
-        state = figure.validate_state({**figure.default_state(), **changes})
-        best = math.inf
-        for _ in range(3):
-            for name in dir(module):
-                cached = getattr(module, name)
-                if hasattr(cached, "cache_clear") and getattr(cached, "__module__", "") == module.__name__:
-                    cached.cache_clear()
-            start = time.perf_counter()
-            figure.render(state)
-            best = min(best, time.perf_counter() - start)
-        assert best < 0.008 * 2, f"figure {number}: {best * 1e3:.1f} ms"  # 2x slack for a loaded machine
+@pytest.mark.parametrize("number, changes", [
+    (9, {"units": 128, "compute_ms": 0.5, "gather_ms": 100}),
+    (9, {"units": 128, "reshard": False, "prefetch": False}),
+    (10, {"N": 4096, "shard": 64, "gpus": 2}),
+    (22, {"src": 64, "dst": 63, "rows": 1024}),
+    (22, {"src": 64, "dst": 64, "rows": 1024, "mode": "gathered"}),
+])
+def test_heaviest_views_stay_a_few_dozen_elements(number, changes):
+    """What a redraw costs the browser: many bars, boxes and lines ride in a few paths, and text
+    labels (~20 us of layout each) stay in the dozens, whatever the state."""
+    _, view = render(number, **changes)
+    root = ET.fromstring(view.svg)
+    assert sum(1 for _ in root.iter()) <= 120
+    assert sum(1 for _ in root.iter(SVG + "text")) <= 45
+    assert len(view.svg) < 120_000
