@@ -75,3 +75,10 @@ def scientific(value, digits=2):
 def thousands(value):
     """A whole number with thousands separators: 131072 -> "131,072" (token counts, widths)."""
     return f"{int(value):,}"
+def seconds(value):
+    """A duration to three significant figures: 0.000452 -> "0.452 ms", 0.0153 -> "15.3 ms",
+    10.0 -> "10 s", 52.4 -> "52.4 s", 490 -> "8.17 min", 7200 -> "2 h"."""
+    for limit, scale, unit in ((1, 1e3, "ms"), (120, 1, "s"), (7200, 1 / 60, "min")):
+        if value < limit:
+            return f"{value * scale:.3g} {unit}"
+    return f"{value / 3600:.3g} h"

@@ -1,5 +1,6 @@
 """The one place SVG markup is written. Figures compose these helpers; colours come
 from CSS classes (``site/static/playbook.css``) so diagrams follow the light/dark theme."""
+import math
 from html import escape
 from functools import lru_cache
 from re import compile as _regex
@@ -170,3 +171,23 @@ def polygons(items, **attributes):
     """Closed polygons, each a sequence of (x, y) points, as ONE ``<path>`` (style it like a rect)."""
     data = "".join("M" + "L".join(f"{x:.2f} {y:.2f}" for x, y in points) + "z" for points in items)
     return _path(data, **attributes)
+def ticks(high, max_labels=8):
+    """Round axis values ``0, step, 2 step, ... <= high``, the step 1, 2 or 5 times a power of
+    ten, as small as keeps at most ``max_labels`` of them (each ``<text>`` costs layout)."""
+    if not high > 0:
+        return (0,)
+    step = 10.0 ** math.floor(math.log10(high / max_labels))
+    step = next(step * m for m in (1, 2, 5, 10) if high / (step * m) < max_labels)
+    count = int(high / step + 1e-9)
+    return tuple(round(i * step, 12) for i in range(count + 1))
+
+
+def step_area(points, end, *, x, y, x_scale, y_scale, **attributes):
+    """A step function ``((x0, v0), (x1, v1), ...)`` (each value holding until the next x, the
+    last until ``end``) as ONE filled ``<path>`` rising from the baseline: a memory strip under a
+    timeline. Values and x are in the caller's units; the transform maps them to pixels, with
+    larger values drawn higher."""
+    data = "M%s 0" % (points[0][0],) + "".join(["V%sH%s" % (-v, x1) for (_, v), (x1, _) in zip(points, points[1:])])
+    data += "V%sH%sV0Z" % (-points[-1][1], end)
+    transform = f"translate({decimal(float(x))} {decimal(float(y))}) scale({x_scale:.6g} {y_scale:.6g})"
+    return _path(data, transform=transform, **attributes)

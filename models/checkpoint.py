@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from models import collectives
 from models._validate import at_most, choice, finite_result, non_negative, positive, positive_int
+from models.memory import OPTIMIZERS
 
 __all__ = [
     "ShardLayout", "Read", "WriteTime", "ReloadVerdict", "MODES",
@@ -336,3 +337,39 @@ def restart_verdicts(saved, new):
         "sharded + metadata": reload_verdict(saved, new, mode="sharded", has_metadata=True),
         "sharded, no metadata": reload_verdict(saved, new, mode="sharded", has_metadata=False),
     }
+
+
+def reshard_row_ranges(shape, old_layout, new_layout):
+    """The reads of ``reshard_reads`` for row-sharded layouts (tp = 1), as global rows: for each
+    rank of ``new_layout``, ``((old_rank, row_start, row_stop), ...)`` in row order. Whole rows are
+    contiguous in both files, so each overlap of an old and a new shard is exactly one read (DCP
+    load planning, torch.distributed.checkpoint): ``len`` of rank k's tuple is the number of reads
+    ``reshard_reads`` plans for it. Validates once and loops over overlaps only, so a figure can
+    redraw 64 x 64 ranks on every move."""
+    for name, layout in (("old_layout", old_layout), ("new_layout", new_layout)):
+        if not isinstance(layout, ShardLayout):
+            raise ValueError(f"{name} must be a ShardLayout, got {layout!r}")
+        if layout.tp != 1:
+            raise ValueError(f"{name} must shard rows only (tp=1), got tp={layout.tp}")
+    rows = _check_shape(shape, 1)[0]
+    old_chunk = -(-rows // old_layout.shard_degree)
+    new_chunk = -(-rows // new_layout.shard_degree)
+    plan = []
+    for new_rank in range(new_layout.shard_degree):
+        lo, hi = min(new_rank * new_chunk, rows), min((new_rank + 1) * new_chunk, rows)
+        ranges = []
+        for old_rank in _overlapping(lo, hi, rows, old_layout.shard_degree):
+            r_lo, r_hi = max(lo, old_rank * old_chunk), min(hi, (old_rank + 1) * old_chunk)
+            if r_hi > r_lo:
+                ranges.append((old_rank, r_lo, r_hi))
+        plan.append(tuple(ranges))
+    return tuple(plan)
+
+
+def checkpoint_bytes_per_param(optimizer="adam_mixed"):
+    """Bytes a training checkpoint stores per parameter: the working weights plus the optimizer
+    state (ZeRO Sec. 3.1: 2 + 12 for mixed-precision Adam -- bf16 weights, fp32 master copy,
+    momentum and variance). Gradients are not saved: the next step recomputes them."""
+    choice("optimizer", optimizer, tuple(OPTIMIZERS))
+    spec = OPTIMIZERS[optimizer]
+    return spec.param_bytes + spec.optimizer_bytes

@@ -222,3 +222,47 @@ def test_huge_but_finite_tensor_does_not_overflow():
     t = checkpoint_write_time((10**15, 10**6), 4, ShardLayout(1024, 8), mode="gathered",
                               per_writer_bytes_per_s=1e9, filesystem_bytes_per_s=1e12, network_bytes_per_s=1e11)
     assert math.isfinite(t.total_s) and t.total_s > 0
+
+
+# ---- row ranges and checkpoint size (Figure 22) --------------------------------------------------
+
+from models.checkpoint import checkpoint_bytes_per_param, reshard_row_ranges  # noqa: E402
+
+
+def test_row_ranges_hand_case():
+    # 64 rows saved by 8 ranks (8 rows each), reloaded by 6 (chunks of 11, the last 9): rank 0 reads
+    # rows 0-7 from file 0 and 8-10 from file 1.
+    plan = reshard_row_ranges((64, 4096), ShardLayout(8), ShardLayout(6))
+    assert plan[0] == ((0, 0, 8), (1, 8, 11))
+    assert plan[5] == ((6, 55, 56), (7, 56, 64))
+    assert sum(map(len, plan)) == 13 and max(map(len, plan)) == 3
+    assert reshard_row_ranges((5,), ShardLayout(8), ShardLayout(1)) == (((0, 0, 1), (1, 1, 2), (2, 2, 3), (3, 3, 4), (4, 4, 5)),)
+
+
+@SETTINGS
+@given(st.integers(1, 300), st.integers(1, 64), st.integers(1, 64), st.integers(1, 5), st.sampled_from([1, 2, 4]))
+def test_row_ranges_are_the_planned_reads(rows, old, new, cols, dtype_bytes):
+    ranges = reshard_row_ranges((rows, cols), ShardLayout(old), ShardLayout(new))
+    plan = reshard_reads((rows, cols), dtype_bytes, ShardLayout(old), ShardLayout(new))
+    row_bytes = cols * dtype_bytes
+    assert len(ranges) == len(plan) == new
+    for rank, (mine, reads) in enumerate(zip(ranges, plan)):
+        assert len(mine) == len(reads)
+        for (old_rank, lo, hi), read in zip(mine, reads):
+            start = block_of((rows, cols), ShardLayout(old), old_rank)[0][0]
+            assert (read.old_rank, read.offset_bytes, read.length_bytes) == (old_rank, (lo - start) * row_bytes, (hi - lo) * row_bytes)
+        covered = [row for _, lo, hi in mine for row in range(lo, hi)]
+        assert covered == list(range(*block_of((rows, cols), ShardLayout(new), rank)[0]))
+
+
+def test_checkpoint_bytes_per_param_and_bad_inputs():
+    assert checkpoint_bytes_per_param() == 14  # bf16 weights + fp32 master, momentum, variance
+    assert checkpoint_bytes_per_param("adam_fp32") == 12
+    with pytest.raises(ValueError, match="optimizer"):
+        checkpoint_bytes_per_param("lion")
+    with pytest.raises(ValueError, match="new_layout must shard rows only"):
+        reshard_row_ranges((8, 8), ShardLayout(2), ShardLayout(2, 2))
+    with pytest.raises(ValueError, match="old_layout"):
+        reshard_row_ranges((8,), 4, ShardLayout(2))
+    with pytest.raises(ValueError, match="shape"):
+        reshard_row_ranges((0,), ShardLayout(2), ShardLayout(2))

@@ -223,3 +223,111 @@ def test_prefetch_never_slower(s):
     if s["reshard_after_forward"]:
         # Without prefetch nothing overlaps: the step is the sum of everything.
         assert without.step_time_s == pytest.approx(without.compute_s + without.comm_busy_s, rel=1e-12)
+
+
+# ---- the timed schedule (Figure 09) ------------------------------------------------------------
+
+def _lanes_from_events(step):
+    """Start times per (kind, phase), in issue order, rebuilt from the event list."""
+    lanes = {}
+    for e in sorted(step.events, key=lambda e: (e.start_s, e.kind)):
+        if e.kind != "free":
+            lanes.setdefault((e.kind, e.phase), []).append(e.start_s)
+    return lanes
+
+
+def test_timed_step_takes_the_given_times():
+    step = fsdp.simulate_fsdp_timed(3, 0.01, 0.004)
+    for e in step.events:
+        want = {"allgather": 0.004, "reducescatter": 0.004, "free": 0.0}.get(
+            e.kind, 0.01 if e.phase == "forward" else 0.02)
+        assert e.duration_s == pytest.approx(want, rel=1e-12)
+    # Compute-bound with prefetch: only the three edge collectives are exposed.
+    assert step.exposed_comm_s == pytest.approx(3 * 0.004)
+    assert step.step_time_s == pytest.approx(3 * 0.03 + 3 * 0.004)
+
+
+def test_hand_resident_units():
+    # The HAND schedules above: two units; prefetch gathers unit 1 while unit 0 computes.
+    with_prefetch = fsdp.simulate_fsdp_step([1e9, 1e9], 0.2, prefetch=True, **HAND)
+    # Unit 1 is freed and gathered again at 0.5 (the end of forward); unit 0's backward gather is
+    # issued when unit 1's backward compute starts, at 0.6.
+    resident = fsdp.resident_units(with_prefetch)
+    assert resident.peak == 2 and [n for _, n in resident.curve] == [1, 2, 1, 2, 1, 0]
+    assert [t for t, _ in resident.curve] == pytest.approx([0.0, 0.1, 0.3, 0.6, 1.0, 1.4])
+    without = fsdp.simulate_fsdp_step([1e9, 1e9], 0.2, prefetch=False, **HAND)
+    assert fsdp.resident_units(without).peak == 1
+    kept = fsdp.simulate_fsdp_step([1e9] * 5, 0.2, reshard_after_forward=False, **HAND)
+    assert fsdp.resident_units(kept).peak == 5  # every unit stays gathered until its backward
+    idle = [t for interval in fsdp.compute_idle_intervals(without) for t in interval]
+    assert idle == pytest.approx([0.0, 0.1, 0.3, 0.4, 0.6, 0.7, 1.1, 1.3, 1.7, 1.8])  # 0.6 s = exposed_comm_s
+
+
+def test_article_prefetch_closes_the_gaps():
+    # "With correct prefetching the extra volume costs nothing": gathers no longer than compute hide,
+    # except the first forward and first backward AllGather and the last ReduceScatter.
+    for units in (1, 8, 128):
+        fast = fsdp.fsdp_lanes(units, 0.01, 0.005)
+        slow = fsdp.fsdp_lanes(units, 0.01, 0.005, prefetch=False)
+        assert fast.exposed_comm_s == pytest.approx(3 * 0.005)
+        assert slow.exposed_comm_s == pytest.approx(slow.comm_busy_s) == pytest.approx(3 * units * 0.005)
+        assert (fast.resident.peak, slow.resident.peak) == (min(2, units), 1)
+    # A gather longer than the compute it hides under leaves gaps even with prefetch.
+    assert fsdp.fsdp_lanes(8, 0.005, 0.01).exposed_comm_s > 3 * 0.01
+
+
+@SETTINGS
+@given(st.integers(1, 40), st.sampled_from([5e-4, 1e-3, 0.002, 0.01, 0.05, 0.1]),
+       st.sampled_from([5e-4, 1e-3, 0.005, 0.02, 0.1]), st.sampled_from([0.0, 1.0, 2.0, 3.0]),
+       st.booleans(), st.booleans())
+def test_fsdp_lanes_is_the_event_simulation(units, forward, gather, factor, prefetch, reshard):
+    kwargs = dict(backward_factor=factor, prefetch=prefetch, reshard_after_forward=reshard)
+    lanes = fsdp.fsdp_lanes(units, forward, gather, **kwargs)
+    step = fsdp.simulate_fsdp_timed(units, forward, gather, **kwargs)
+    expected = _lanes_from_events(step)
+    got = {(kind, phase): list(starts) for kind, phase, _, starts in lanes.lanes if starts}
+    assert got.keys() == expected.keys()
+    for key, starts in expected.items():
+        assert sorted(got[key]) == pytest.approx(starts, rel=1e-12, abs=1e-15)
+    for kind, phase, duration, starts in lanes.lanes:
+        if starts:
+            bars = [e.duration_s for e in step.events if (e.kind, e.phase) == (kind, phase)]
+            assert bars == pytest.approx([duration] * len(bars), rel=1e-12)
+    for name in ("step_time_s", "compute_s", "comm_busy_s", "exposed_comm_s"):
+        assert getattr(lanes, name) == pytest.approx(getattr(step, name), rel=1e-12, abs=1e-15)
+    resident = fsdp.resident_units(step)
+    assert lanes.resident.peak == resident.peak
+    assert [n for _, n in lanes.resident.curve] == [n for _, n in resident.curve]
+    assert [t for t, _ in lanes.resident.curve] == pytest.approx([t for t, _ in resident.curve], rel=1e-12, abs=1e-15)
+    idle = fsdp.compute_idle_intervals(step)
+    assert len(lanes.idle) == len(idle)
+    assert math.fsum(b - a for a, b in lanes.idle) == pytest.approx(step.exposed_comm_s, rel=1e-9, abs=1e-15)
+
+
+@SETTINGS
+@given(schedules)
+def test_idle_intervals_add_up_to_the_exposed_time(s):
+    for prefetch in (True, False):
+        step = _run(s, prefetch)
+        idle = fsdp.compute_idle_intervals(step)
+        assert all(a < b for a, b in idle)
+        assert math.fsum(b - a for a, b in idle) == pytest.approx(step.exposed_comm_s, rel=1e-9, abs=1e-12)
+        counts = [n for _, n in fsdp.resident_units(step).curve]
+        assert counts[-1] == 0 and min(counts) >= 0 and max(counts) == fsdp.resident_units(step).peak
+
+
+def test_timed_bad_inputs_named():
+    with pytest.raises(ValueError, match="n_units"):
+        fsdp.fsdp_lanes(0, 0.01, 0.01)
+    with pytest.raises(ValueError, match="n_units"):
+        fsdp.simulate_fsdp_timed(fsdp.MAX_UNITS + 1, 0.01, 0.01)
+    with pytest.raises(ValueError, match="gather_s"):
+        fsdp.fsdp_lanes(4, 0.01, 0.0)
+    with pytest.raises(ValueError, match="forward_s"):
+        fsdp.simulate_fsdp_timed(4, math.inf, 0.01)
+    with pytest.raises(ValueError, match="prefetch"):
+        fsdp.fsdp_lanes(4, 0.01, 0.01, prefetch="yes")
+    with pytest.raises(ValueError, match="step"):
+        fsdp.resident_units("not a step")
+    with pytest.raises(ValueError, match="gather_s"):
+        fsdp.simulate_fsdp_timed(4, 0.01, 1e-320)

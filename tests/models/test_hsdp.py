@@ -158,3 +158,55 @@ def test_memory_monotone_in_group(params, world):
     totals = [hsdp.hsdp_step(params, world, g, **NET).memory.total_bytes for g in hsdp.shard_group_sizes(world)]
     assert all(a > b for a, b in zip(totals, totals[1:]))
     assert totals[0] == 16 * params
+
+
+# ---- bytes per fabric (Figure 10) --------------------------------------------------------------
+
+def test_article_hsdp_traffic_7_5b_on_64_nodes():
+    # The article: 7.5B on 64 nodes of 8 GPUs. HSDP S=8, R=64: 3 x 7/8 x 15 GB = 39.4 GB over NVLink,
+    # 2 x 63/64 x 1.875 GB = 3.7 GB across nodes; flat FSDP over 512: 3 x 511/512 x 15 = 44.9 GB across nodes.
+    hybrid = hsdp.hsdp_traffic(7.5e9, 512, 8, gpus_per_node=8)
+    assert hybrid.intra_node_bytes == pytest.approx(3 * 7 / 8 * 15e9) and round(hybrid.intra_node_bytes / 1e9, 1) == 39.4
+    assert hybrid.inter_node_bytes == pytest.approx(2 * 63 / 64 * 1.875e9) and round(hybrid.inter_node_bytes / 1e9, 1) == 3.7
+    flat = hsdp.hsdp_traffic(7.5e9, 512, 512, gpus_per_node=8)
+    assert (flat.intra_node_bytes, round(flat.inter_node_bytes / 1e9, 1)) == (0.0, 44.9)
+    assert flat.inter_node_bytes / hybrid.inter_node_bytes > 12  # "twelve times less"
+    # Memory: 15 GB of model state per GPU instead of 0.23 GB.
+    assert memory.hsdp_model_states(7.5e9, 512, 8).total_bytes == 15e9
+    assert round(memory.hsdp_model_states(7.5e9, 512, 512).total_bytes / 1e9, 2) == 0.23
+
+
+def test_traffic_without_reshard_and_at_the_ends():
+    kept = hsdp.hsdp_traffic(1e9, 64, 8, gpus_per_node=8, reshard_after_forward=False)
+    assert kept.shard_bytes == pytest.approx(2 * 7 / 8 * 2e9)
+    ddp = hsdp.hsdp_traffic(1e9, 64, 1, gpus_per_node=8)
+    assert (ddp.shard_bytes, ddp.shard_fabric) == (0.0, "none")
+    assert ddp.inter_node_bytes == pytest.approx(2 * 63 / 64 * 2e9)  # DDP's AllReduce of every gradient
+    one_node = hsdp.hsdp_traffic(1e9, 8, 2, gpus_per_node=8)
+    assert one_node.inter_node_bytes == 0 and one_node.intra_node_bytes == one_node.shard_bytes + one_node.replica_bytes
+
+
+@SETTINGS
+@given(st.floats(1e6, 1e13), worlds, st.integers(0, 12), st.sampled_from([1, 2, 4, 8]), st.booleans())
+def test_traffic_is_what_the_step_times_move(params, world, pick, gpn, reshard):
+    # With alpha = 0 and one unit, each collective's time is its ring bytes over its fabric's bandwidth.
+    assume(world <= gpn or world % gpn == 0)
+    sizes = hsdp.shard_group_sizes(world)
+    g = sizes[pick % len(sizes)]
+    bandwidth = {"intra-node": 3e11, "inter-node": 2.5e10, "none": 1.0}
+    step = hsdp.hsdp_step(params, world, g, gpus_per_node=gpn, intra_node_bandwidth_bytes_per_s=3e11,
+                          inter_node_bandwidth_bytes_per_s=2.5e10, reshard_after_forward=reshard)
+    traffic = hsdp.hsdp_traffic(params, world, g, gpus_per_node=gpn, reshard_after_forward=reshard)
+    assert (traffic.shard_fabric, traffic.replica_fabric) == (step.shard_fabric, step.replica_fabric)
+    assert step.allgather_s + step.reducescatter_s == pytest.approx(traffic.shard_bytes / bandwidth[step.shard_fabric])
+    assert step.allreduce_s == pytest.approx(traffic.replica_bytes / bandwidth[step.replica_fabric])
+    assert traffic.intra_node_bytes + traffic.inter_node_bytes == pytest.approx(traffic.shard_bytes + traffic.replica_bytes)
+
+
+def test_traffic_bad_inputs_named():
+    with pytest.raises(ValueError, match="shard_group_size=3 does not divide world_size=64"):
+        hsdp.hsdp_traffic(1e9, 64, 3, gpus_per_node=8)
+    with pytest.raises(ValueError, match="params"):
+        hsdp.hsdp_traffic(-1, 64, 8, gpus_per_node=8)
+    with pytest.raises(ValueError, match="reshard_after_forward"):
+        hsdp.hsdp_traffic(1e9, 64, 8, gpus_per_node=8, reshard_after_forward=None)

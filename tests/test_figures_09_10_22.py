@@ -1,0 +1,237 @@
+"""Figures 09 (FSDP prefetch), 10 (HSDP mesh), 22 (checkpoint resharding): the starred readouts
+equal what models/ computes, called here directly, and the drawings show what they claim."""
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from figures import registry
+from models import checkpoint, fsdp, hardware, hsdp, memory
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def render(number, **changes):
+    figure = registry()[number]
+    state = figure.validate_state({**figure.default_state(), **changes})
+    return state, figure.render(state)
+
+
+def values(view):
+    return {r.key: r.value for r in view.readouts}
+
+
+def paths(view, css_class):
+    """The ``d`` of every <path> whose class list holds ``css_class``."""
+    root = ET.fromstring(view.svg)
+    return [p.get("d") for p in root.iter(SVG + "path") if css_class in (p.get("class") or "").split()]
+
+
+def moves(view, css_class):
+    """Shapes drawn by paths of ``css_class``: one M per bar, box or segment."""
+    return sum(d.count("M") for d in paths(view, css_class) if d != "M0 0")
+
+
+def texts(view):
+    return [t.text for t in ET.fromstring(view.svg).iter(SVG + "text")]
+
+
+# ---- Figure 09 ---------------------------------------------------------------------------------
+
+FIG09_STATES = [
+    {},
+    {"units": 32, "compute_ms": 5, "gather_ms": 10, "prefetch": False},
+    {"units": 128, "compute_ms": 0.5, "gather_ms": 100, "reshard": False},
+    {"units": 1, "compute_ms": 100, "gather_ms": 0.5, "prefetch": False, "reshard": False},
+]
+
+
+@pytest.mark.parametrize("changes", FIG09_STATES)
+def test_fig09_starred_readouts_are_the_schedule(changes):
+    state, view = render(9, **changes)
+    step = fsdp.simulate_fsdp_timed(state["units"], state["compute_ms"] / 1e3, state["gather_ms"] / 1e3,
+                                    prefetch=state["prefetch"], reshard_after_forward=state["reshard"])
+    got = values(view)
+    assert got["step_time_s"] == pytest.approx(step.step_time_s, rel=1e-12)
+    assert got["exposed_comm_s"] == pytest.approx(step.exposed_comm_s, rel=1e-12, abs=1e-15)
+    assert got["peak_unsharded_units"] == fsdp.resident_units(step).peak
+    other = fsdp.simulate_fsdp_timed(state["units"], state["compute_ms"] / 1e3, state["gather_ms"] / 1e3,
+                                     prefetch=not state["prefetch"], reshard_after_forward=state["reshard"])
+    assert got["other_step_time_s"] == pytest.approx(other.step_time_s, rel=1e-12)
+
+
+def test_fig09_default_prefetch_hides_all_but_the_edges():
+    state, view = render(9)
+    got = values(view)
+    gather = state["gather_ms"] / 1e3
+    assert got["exposed_comm_s"] == pytest.approx(3 * gather)  # first gathers of each pass, last ReduceScatter
+    assert got["peak_unsharded_units"] == 2  # "the peak holds one more unsharded unit"
+    _, without = render(9, prefetch=False)
+    assert values(without)["exposed_comm_s"] == pytest.approx(3 * state["units"] * gather)
+    assert values(without)["peak_unsharded_units"] == 1
+
+
+def test_fig09_draws_both_timelines_and_the_toggle_picks_the_readouts():
+    _, on = render(9, units=16)
+    _, off = render(9, units=16, prefetch=False)
+    assert values(on)["step_time_s"] == values(off)["other_step_time_s"]
+    # Same bars either way: 16 forward and 16 backward computes, 16 ReduceScatters per timeline.
+    for view in (on, off):
+        assert moves(view, "stroke-forward") == moves(view, "stroke-backward") == 2 * 16
+        assert len(paths(view, "fill-params")) == 2  # a gathered-units strip under each timeline
+    assert [t for t in texts(on) if "readouts" in t][0].startswith("With prefetch")
+    assert [t for t in texts(off) if "readouts" in t][0].startswith("Without prefetch")
+
+
+def test_fig09_gaps_and_strip_follow_the_model():
+    state, view = render(9, units=8, compute_ms=5, gather_ms=10, reshard=False)
+    runs = [fsdp.fsdp_lanes(8, 0.005, 0.01, prefetch=p, reshard_after_forward=False) for p in (False, True)]
+    assert moves(view, "stroke-exposed") == sum(len(r.idle) for r in runs)
+    # No reshard: every unit stays gathered until its backward; no backward AllGather is drawn.
+    assert all(r.resident.peak == 8 for r in runs)
+    assert moves(view, "stroke-comm") == 2 * (8 + 8)  # forward AllGathers + ReduceScatters, both rows
+    assert "peak 8" in texts(view)
+
+
+# ---- Figure 10 ---------------------------------------------------------------------------------
+
+FIG10_STATES = [
+    {},
+    {"shard": 512},
+    {"shard": 1, "N": 64, "gpus": 4, "intra": "nvlink3", "inter": "ib_hdr"},
+    {"params": 1_000_000_000_000, "N": 4096, "shard": 64, "gpus": 16, "inter": "ib_xdr"},
+]
+
+
+def _hsdp(state):
+    inside, across = hardware.link(state["intra"]), hardware.link(state["inter"])
+    step = hsdp.hsdp_step(state["params"], state["N"], state["shard"], gpus_per_node=state["gpus"], num_units=32,
+                          alpha_s=inside.alpha_s, inter_node_alpha_s=across.alpha_s,
+                          intra_node_bandwidth_bytes_per_s=inside.bandwidth_bytes_per_s,
+                          inter_node_bandwidth_bytes_per_s=across.bandwidth_bytes_per_s)
+    return step, hsdp.hsdp_traffic(state["params"], state["N"], state["shard"], gpus_per_node=state["gpus"])
+
+
+@pytest.mark.parametrize("changes", FIG10_STATES)
+def test_fig10_starred_readouts_are_the_models(changes):
+    state, view = render(10, **changes)
+    step, traffic = _hsdp(state)
+    got = values(view)
+    assert got["model_state_bytes_per_device"] == memory.hsdp_model_states(state["params"], state["N"], state["shard"]).total_bytes
+    assert got["intra_node_bytes_per_step"] == traffic.intra_node_bytes
+    assert got["inter_node_bytes_per_step"] == traffic.inter_node_bytes
+    assert got["step_comm_s"] == step.total_comm_s
+    assert got["crosses_node"] == (1 if step.shard_fabric == hsdp.INTER_NODE else 0)
+
+
+def test_fig10_default_is_the_articles_7_5b_on_64_nodes():
+    state, view = render(10)
+    assert (state["params"], state["N"], state["shard"], state["gpus"]) == (7_500_000_000, 512, 8, 8)
+    shown = {r.key: r.text for r in view.readouts}
+    assert shown["model_state_bytes_per_device"] == "15.0 GB"
+    assert shown["intra_node_bytes_per_step"] == "39.4 GB"
+    assert round(values(view)["inter_node_bytes_per_step"] / 1e9, 1) == 3.7
+    assert values(view)["crosses_node"] == 0
+    _, flat = render(10, shard=512)
+    assert round(values(flat)["inter_node_bytes_per_step"] / 1e9, 1) == 44.9 and values(flat)["crosses_node"] == 1
+    assert values(flat)["step_comm_s"] > 3 * values(view)["step_comm_s"]
+
+
+def test_fig10_shard_group_snaps_to_a_divisor_of_the_world():
+    figure = registry()[10]
+    state = figure.validate_state({"N": 16, "shard": 4096})
+    assert state["shard"] == 16 and state["N"] % state["shard"] == 0
+
+
+def test_fig10_mesh_draws_a_subset_and_says_so():
+    _, small = render(10, N=16, shard=8, gpus=8)
+    assert moves(small, "fill-idle") == 16  # two shard groups of 8, every GPU drawn
+    assert not any("Drawn:" in t for t in texts(small))
+    assert moves(small, "stroke-intra") == 2 and moves(small, "stroke-inter") == 8  # 2 row rings, 8 column rings
+    _, big = render(10, N=4096, shard=64, gpus=8)
+    assert moves(big, "fill-idle") == 8 * 24
+    assert any("Drawn: 24 of the 64 GPUs of each shard group and 8 of the 64 shard groups." in t for t in texts(big))
+    assert moves(big, "stroke-inter") == 8 + 24  # the shard rings cross nodes too
+    # One bar per shard group size the world allows in the memory chart.
+    assert moves(big, "fill-params") == 13
+
+
+# ---- Figure 22 ---------------------------------------------------------------------------------
+
+FIG22_STATES = [
+    {},
+    {"src": 64, "dst": 63, "rows": 1024, "params": 1_000_000_000_000, "write_GBps": 50},
+    {"mode": "gathered", "dst": 5, "rows": 16, "metadata": False},
+    {"metadata": False, "src": 8, "dst": 6},
+    {"metadata": False, "src": 8, "dst": 8, "rows": 1},
+]
+
+
+@pytest.mark.parametrize("changes", FIG22_STATES)
+def test_fig22_starred_readouts_are_the_models(changes):
+    state, view = render(22, **changes)
+    saved = checkpoint.ShardLayout(state["src"] if state["mode"] == "sharded" else 1)
+    loaded = checkpoint.ShardLayout(state["dst"])
+    verdict = checkpoint.reload_verdict(checkpoint.ShardLayout(state["src"]), loaded, mode=state["mode"],
+                                        has_metadata=state["metadata"])
+    got = values(view)
+    assert got["reload_ok"] == (1 if verdict.loadable else 0)
+    if verdict.loadable:
+        plan = checkpoint.reshard_reads((state["rows"], 4096), 4, saved, loaded)
+        assert got["reads_total"] == sum(len(reads) for reads in plan)
+        assert got["max_reads_per_rank"] == max(len(reads) for reads in plan)
+    else:
+        assert got["reads_total"] == got["max_reads_per_rank"] == 0
+    link = hardware.link("ib_ndr")
+    write = checkpoint.checkpoint_write_time(
+        (state["params"],), 14, checkpoint.ShardLayout(state["src"]), mode=state["mode"],
+        per_writer_bytes_per_s=state["write_GBps"] * 1e9, filesystem_bytes_per_s=100e9,
+        network_bytes_per_s=link.bandwidth_bytes_per_s, alpha_s=link.alpha_s)
+    assert got["write_time_s"] == write.total_s
+
+
+def test_fig22_lines_join_each_new_rank_to_each_range_it_reads():
+    state, view = render(22)
+    plan = checkpoint.reshard_reads((state["rows"], 4096), 4, checkpoint.ShardLayout(8), checkpoint.ShardLayout(6))
+    line_paths = [d for css in (f"stroke-rank{k}" for k in range(8)) for d in paths(view, css)]
+    assert sum(d.count("M") for d in line_paths) == sum(map(len, plan)) == values(view)["reads_total"] == 13
+    assert moves(view, "stroke-warn") == 0
+
+
+def test_fig22_without_metadata_the_restart_cannot_happen():
+    _, view = render(22, metadata=False, src=4, dst=6)
+    assert values(view)["reload_ok"] == 0
+    assert moves(view, "stroke-warn") == 4  # rank k can only open file k ...
+    assert moves(view, "fill-warn") == 2    # ... and ranks 4 and 5 find no file at all
+    assert not any(paths(view, f"stroke-rank{k}") for k in range(8))
+    assert any(t.startswith("\u2717 Restart fails") for t in texts(view))
+    assert "World size changed from 4 to 6" in view.note
+    _, same = render(22, metadata=False, src=6, dst=6)
+    assert values(same)["reload_ok"] == 1 and values(same)["reads_total"] == 6
+    _, gathered = render(22, metadata=False, mode="gathered", src=4, dst=6)
+    assert values(gathered)["reload_ok"] == 1  # one full file describes itself
+
+
+def test_fig22_sharded_writes_beat_gathered_at_real_sizes():
+    _, sharded = render(22, src=64, params=1_000_000_000_000)
+    _, gathered = render(22, src=64, params=1_000_000_000_000, mode="gathered")
+    # 14 TB: one writer at 2 GB/s takes ~2 h; 64 writers hit the 100 GB/s file system cap.
+    assert values(gathered)["write_time_s"] > 7000
+    assert values(sharded)["write_time_s"] == pytest.approx(14e12 / 100e9)
+    assert values(gathered)["largest_write_bytes"] == 14e12
+
+
+@pytest.mark.parametrize("number, changes", [
+    (9, {"units": 128, "compute_ms": 0.5, "gather_ms": 100}),
+    (9, {"units": 128, "reshard": False, "prefetch": False}),
+    (10, {"N": 4096, "shard": 64, "gpus": 2}),
+    (22, {"src": 64, "dst": 63, "rows": 1024}),
+    (22, {"src": 64, "dst": 64, "rows": 1024, "mode": "gathered"}),
+])
+def test_heaviest_views_stay_a_few_dozen_elements(number, changes):
+    """What a redraw costs the browser: many bars, boxes and lines ride in a few paths, and text
+    labels (~20 us of layout each) stay in the dozens, whatever the state."""
+    _, view = render(number, **changes)
+    root = ET.fromstring(view.svg)
+    assert sum(1 for _ in root.iter()) <= 120
+    assert sum(1 for _ in root.iter(SVG + "text")) <= 45
+    assert len(view.svg) < 120_000
