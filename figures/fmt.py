@@ -45,3 +45,17 @@ def _three_significant(value):
     if value >= 1:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
+
+def duration(seconds):
+    """A span of time in the largest whole unit that reads well: 2 -> "2 s", 90 -> "1.5 min",
+    600 -> "10 min", 5400 -> "1.5 h", 86400 -> "1 d"."""
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if abs(seconds) >= size:
+            return f"{decimal(seconds / size, 1)} {unit}"
+    return f"{decimal(seconds)} s"
+
+
+def count(value):
+    """A whole count with thousands separators: 16384 -> "16,384"."""
+    return f"{round(value):,}"
