@@ -26,6 +26,7 @@ CONTROLS = (
 )
 
 W, LEFT, RIGHT, TOP, ROW, BAR = 720, 62, 546, 46, 50, 18
+BOTTOM = TOP + 4 * ROW
 GAP_S, PAD_S, BREAK_PX, MIN_SEGMENT_PX = 8.0, 0.2, 34, 56  # idle stretches longer than GAP_S are cut
 NODES = {0: (604, 96), 1: (684, 96), 2: (604, 186), 3: (684, 186)}  # the 2 x 2 mesh, TP groups in rows
 OPS = {"allreduce": "AllReduce", "allgather": "AllGather"}
@@ -71,17 +72,33 @@ def _call(record):
 
 def render(state):
     t = _timeline(state["fault"], state["timeout_s"], state["at_s"])
-    end = t.watchdog_at_s if t.watchdog_at_s is not None else max(r.ended_s for r in t.records)
+    end = t.watchdog_at_s if t.watchdog_at_s is not None else max(r.ended_s for r in t.records)  # the job dies here
     events = [t.step_start_s, end] + [v for r in t.records for v in (r.entered_s, r.started_s, r.ended_s)
                                       if v is not None and v <= end] + list(t.dead_at_s.values())
     axis = _axis(events)
-    x = lambda when: _x(axis, min(when, end))  # noqa: E731 - everything after the watchdog is gone
-    origin = t.fault_s if t.fault_s is not None else t.step_start_s
-    bottom = TOP + 4 * ROW
+    x = lambda when: _x(axis, min(when, end))  # noqa: E731
     waits = t.waits_at(end if t.watchdog_at_s is not None or t.fault_s is None else t.fault_s)
-    parts = [svg.boxes(((LEFT, TOP + r * ROW, RIGHT - LEFT, BAR) for r in range(4)), class_="svg-lane"),
-             svg.texts(((6, TOP + r * ROW + 13, f"rank {r}") for r in range(4)), class_="svg-label"),
-             svg.boxes(((x(a), TOP + r * ROW, x(b) - x(a), BAR) for r, a, b in t.compute if a < end), class_="fill-forward")]
+    first = t.first_stuck
+    stopped = [r for r in t.records if first is not None and r.entered_s == first.entered_s and r.rank in t.blocked_ranks]
+    header = (f"{t.scenario.title}: a step {fmt.duration(t.step_start_s)} into the run" if t.fault_s is None else
+              f"{t.scenario.title}: fault {fmt.duration(t.fault_s)} into the run"
+              + ("" if first is None else f"; {_ranks([r.rank for r in stopped])} stop{'s' * (len(stopped) == 1)} first (red dot)"))
+    parts = [svg.text(6, 14, header, class_="svg-label"), *_lanes(t, x, end, waits, axis), *_time_axis(t, x, axis)]
+    markers = [(t.fault_s, "fault", "svg-ink svg-dash")] if t.fault_s is not None else []
+    if first is not None:
+        markers.append((t.watchdog_at_s, "watchdog fires", "stroke-warn"))
+        parts.append(svg.circles([(x(r.entered_s), TOP + r.rank * ROW + BAR / 2, 4) for r in stopped], class_="fill-warn"))
+    for when, name, style in markers:
+        parts += [svg.segments([(x(when), TOP - 8, x(when), BOTTOM)], class_=style, stroke_width=2),
+                  svg.text(x(when), TOP - 12, name, class_="svg-label", text_anchor="middle")]
+    parts += _graph(t, waits)
+    drawing = svg.document(W, BOTTOM + 48, parts, label=f"Four ranks on a timeline: {t.scenario.title}", class_="svg-wide")
+    return View(svg=drawing, readouts=_readouts(t), alt=_alt(t, waits), html=_dump(t, end),
+                note=t.scenario.description.replace("`", ""))
+
+
+def _lanes(t, x, end, waits, axis):
+    """Each rank's lane: compute, waiting inside a collective, data moving, parked; then what it is doing at the end."""
     waiting, moving, parked, labels = [], [], [], []
     for r in t.records:
         if r.entered_s > end:
@@ -92,8 +109,11 @@ def render(state):
         else:
             waiting.append((x(r.entered_s), y, x(r.started_s) - x(r.entered_s), BAR))
             moving.append((x(r.started_s), y, x(r.ended_s) - x(r.started_s), BAR))
-    parts += [svg.boxes(waiting, class_="fill-idle"), svg.boxes(moving, class_="fill-comm"),
-              svg.boxes(parked, class_="fill-warn svg-faint stroke-warn")]
+    parts = [svg.boxes(((LEFT, TOP + r * ROW, RIGHT - LEFT, BAR) for r in range(4)), class_="svg-lane"),
+             svg.texts(((6, TOP + r * ROW + 13, f"rank {r}") for r in range(4)), class_="svg-label"),
+             svg.boxes(((x(a), TOP + r * ROW, x(b) - x(a), BAR) for r, a, b in t.compute if a < end), class_="fill-forward"),
+             svg.boxes(waiting, class_="fill-idle"), svg.boxes(moving, class_="fill-comm"),
+             svg.boxes(parked, class_="fill-warn svg-faint stroke-warn")]
     for rank in range(4):
         last = t.last_call_at(rank, end)
         waited = sorted({m for w, m in waits if w == rank})
@@ -108,32 +128,25 @@ def render(state):
         else:
             text = "inside no collective: busy in its own code (I/O, compute, a loop)"
         labels.append((LEFT, TOP + rank * ROW + BAR + 14, text))
-    for (_, t1, _, x1), (t0, _, x0, _) in zip(axis, axis[1:]):  # the cuts in time
-        parts += [svg.boxes([(x1 + 6, TOP - 2, x0 - x1 - 12, bottom - TOP)], class_="svg-panel-fill"),
-                  svg.segments([(x1 + 9, bottom + 4, x1 + 15, TOP - 6), (x0 - 15, bottom + 4, x0 - 9, TOP - 6)], class_="svg-ink")]
-    parts.append(svg.texts(labels, class_="svg-label-soft svg-halo"))
-    step = next(s for s in (0.5, 1, 2, 5, 10) if (axis[0][1] - axis[0][0]) / s <= 6)
-    ticks = [origin + k * step for k in range(int((axis[0][0] - origin) // step), int((axis[0][1] - origin) // step) + 1)]
-    ticks = [v for v in ticks if axis[0][0] <= v <= axis[0][1]] + [s[0] + PAD_S for s in axis[1:]]
-    parts += [svg.segments([(LEFT, bottom, RIGHT, bottom)] + [(x(v), bottom, x(v), bottom + 4) for v in ticks], class_="svg-axis"),
-              svg.texts(((x(v), bottom + 16 + 12 * (v > axis[0][1]), "0 s" if abs(v - origin) < 1e-9 else
-                          f"{'+' if v > origin else '-'}{fmt.duration(abs(v - origin))}") for v in ticks),
-                        class_="svg-label-soft", text_anchor="middle"),
-              svg.text(RIGHT, bottom + 42, "time from the fault" if t.fault_s is not None else "time from the step's start",
-                       class_="svg-label-soft", text_anchor="end")]
-    markers = [(t.fault_s, "fault", "svg-ink svg-dash")] if t.fault_s is not None else []
-    if t.watchdog_at_s is not None:
-        markers.append((t.watchdog_at_s, "watchdog fires", "stroke-warn"))
-        first = t.first_stuck
-        parts.append(svg.circles([(x(first.entered_s), TOP + first.rank * ROW + BAR / 2, 4)], class_="fill-warn"))
-    for when, name, style in markers:
-        parts += [svg.segments([(x(when), TOP - 8, x(when), bottom)], class_=style, stroke_width=2),
-                  svg.text(x(when), TOP - 12, name, class_="svg-label", text_anchor="middle")]
-    parts.append(svg.text(6, 14, f"{t.scenario.title}: fault {fmt.duration(t.fault_s)} into the run" if t.fault_s is not None
-                          else f"{t.scenario.title}: a step {fmt.duration(t.step_start_s)} into the run", class_="svg-label"))
-    parts += _graph(t, waits)
-    drawing = svg.document(W, bottom + 48, parts, label=f"Four ranks on a timeline: {t.scenario.title}", class_="svg-wide")
-    return View(svg=drawing, readouts=_readouts(t), alt=_alt(t, waits), html=_dump(t, end), note=t.scenario.description.replace("`", ""))
+    for (_, _, _, x1), (_, _, x0, _) in zip(axis, axis[1:]):  # the cuts in time
+        parts += [svg.boxes([(x1 + 6, TOP - 2, x0 - x1 - 12, BOTTOM - TOP)], class_="svg-panel-fill"),
+                  svg.segments([(x1 + 9, BOTTOM + 4, x1 + 15, TOP - 6), (x0 - 15, BOTTOM + 4, x0 - 9, TOP - 6)], class_="svg-ink")]
+    return parts + [svg.texts(labels, class_="svg-label-soft svg-halo")]
+
+
+def _time_axis(t, x, axis):
+    """Round ticks from the fault across the first stretch of time, one tick at the start of each later one."""
+    origin = t.fault_s if t.fault_s is not None else t.step_start_s
+    start, stop = axis[0][0], axis[0][1]
+    step = next(s for s in (0.5, 1, 2, 5, 10) if (stop - start) / s <= 6)
+    ticks = [origin + k * step for k in range(int((start - origin) // step), int((stop - origin) // step) + 1)]
+    ticks = [v for v in ticks if start <= v <= stop] + [s[0] + PAD_S for s in axis[1:]]
+    names = ["0 s" if abs(v - origin) < 1e-9 else f"{'+' if v > origin else '-'}{fmt.duration(abs(v - origin))}" for v in ticks]
+    return [svg.segments([(LEFT, BOTTOM, RIGHT, BOTTOM)] + [(x(v), BOTTOM, x(v), BOTTOM + 4) for v in ticks], class_="svg-axis"),
+            svg.texts(((x(v), BOTTOM + 16 + 12 * (v > stop), name) for v, name in zip(ticks, names)),
+                      class_="svg-label-soft", text_anchor="middle"),
+            svg.text(RIGHT, BOTTOM + 42, "time from the fault" if t.fault_s is not None else "time from the step's start",
+                     class_="svg-label-soft", text_anchor="end")]
 
 
 def _graph(t, waits):

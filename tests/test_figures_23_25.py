@@ -117,6 +117,7 @@ def test_figure_24_a_dead_or_busy_rank_is_the_one_missing_from_the_grep():
     assert any(t.startswith("inside no collective") for t in texts(v))
     _, dead = view(FIG24, fault="dead_rank")
     assert "no dump: the process is gone" in dead.html and any(t.startswith("gone:") for t in texts(dead))
+    assert "A rank that is simply gone: fault 1 h into the run; ranks 0, 1, 3 stop first (red dot)" in texts(dead)
     _, v = view(FIG24, fault="mismatched_shapes")
     assert "ranks 0, 1, 3 in ALLGATHER of 4,096; rank 2 in ALLGATHER of 4,000" in v.html
 
@@ -132,8 +133,8 @@ def test_figure_24_without_a_watchdog_error_there_is_no_dump_and_no_parked_bar()
 def test_figure_24_the_fault_time_moves_the_clock():
     _, early = view(FIG24, at_s=60)
     _, late = view(FIG24, at_s=86400)
-    assert "Divergent control flow: fault 1 min into the run" in texts(early)
-    assert "Divergent control flow: fault 1 d into the run" in texts(late)
+    assert "Divergent control flow: fault 1 min into the run; rank 3 stops first (red dot)" in texts(early)
+    assert "Divergent control flow: fault 1 d into the run; rank 3 stops first (red dot)" in texts(late)
     assert "SeqNum=47," in early.html and "SeqNum=69119," in late.html  # 23 / 34559 healthy steps ran before
 
 
