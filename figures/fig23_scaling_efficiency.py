@@ -98,9 +98,9 @@ def render(state):
     drawing = svg.document(W, H, parts, label=f"Scaling efficiency against world size; the reader's N = {state['N']}", class_="svg-wide")
     batch = fmt.count(here.weak_global_batch)
     readouts = (
-        Readout("strong_efficiency", f"Strong scaling ({fmt.count(state['global_batch'])} samples)", fmt.percent(now["strong_efficiency"]), now["strong_efficiency"], "comm"),
+        Readout("strong_efficiency", "Strong scaling", fmt.percent(now["strong_efficiency"]), now["strong_efficiency"], "comm"),
         Readout("weak_efficiency", "Weak scaling", fmt.percent(now["weak_efficiency"]), now["weak_efficiency"], "dp"),
-        Readout("sample_efficiency", f"Sample efficiency at B = {batch}", fmt.percent(now["sample_efficiency"]), now["sample_efficiency"], "idle"),
+        Readout("sample_efficiency", "Sample efficiency E_min/E", fmt.percent(now["sample_efficiency"]), now["sample_efficiency"], "idle"),
         Readout("effective_efficiency", "Training efficiency (weak × sample)", fmt.percent(now["effective_efficiency"]), now["effective_efficiency"], "warn"),
         Readout("global_batch_weak", "Weak-scaling global batch", f"{batch} samples", here.weak_global_batch),
         Readout("throughput", "Weak-scaling throughput", f"{fmt.count(here.throughput_per_s)} samples/s", here.throughput_per_s),

@@ -138,7 +138,7 @@ def _time_axis(t, x, axis):
     """Round ticks from the fault across the first stretch of time, one tick at the start of each later one."""
     origin = t.fault_s if t.fault_s is not None else t.step_start_s
     start, stop = axis[0][0], axis[0][1]
-    step = next(s for s in (0.5, 1, 2, 5, 10) if (stop - start) / s <= 6)
+    step = next((s for s in (0.5, 1, 2, 5, 10, 30, 60) if (stop - start) / s <= 6), 300)
     ticks = [origin + k * step for k in range(int((start - origin) // step), int((stop - origin) // step) + 1)]
     ticks = [v for v in ticks if start <= v <= stop] + [s[0] + PAD_S for s in axis[1:]]
     names = ["0 s" if abs(v - origin) < 1e-9 else f"{'+' if v > origin else '-'}{fmt.duration(abs(v - origin))}" for v in ticks]

@@ -75,7 +75,7 @@ def render(state):
     readouts = (
         Readout("expected_max_over_mean", "E[slowest] / μ, exact", fmt.decimal(exact, 4), exact),
         Readout("asymptotic_over_mean", "1 + cv√(2 ln N)", fmt.decimal(rule, 4), rule),
-        Readout("tax_fraction", "Straggler tax" + (" with the bad card" if bad else ""), fmt.percent(tax), tax, "warn" if bad else None),
+        Readout("tax_fraction", "Straggler tax", fmt.percent(tax), tax),
         Readout("healthy_tax", "Tax of healthy ranks alone", fmt.percent(healthy_tax), healthy_tax),
         Readout("sampled_step", "This step / μ", fmt.decimal(step.step_s, 4), step.step_s),
     )
