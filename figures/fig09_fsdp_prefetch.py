@@ -44,8 +44,8 @@ def _timeline(step, top, px_per_s, peak_scale, chosen, title):
     resident = step.resident
     lanes_top = top + HEADER
     span = step.step_time_s * px_per_s
-    header = (f"{title}: step {fmt.seconds(step.step_time_s)}, compute waits "
-              f"{fmt.seconds(step.exposed_comm_s)}, peak {resident.peak} gathered "
+    header = (f"{title}: step {fmt.duration(step.step_time_s)}, compute waits "
+              f"{fmt.duration(step.exposed_comm_s)}, peak {resident.peak} gathered "
               f"unit{'s' if resident.peak != 1 else ''}")
     parts = [
         svg.text(0, top + 18, header + ("  \u25c0 readouts" if chosen else ""),
@@ -105,17 +105,17 @@ def render(state):
     drawing = svg.document(WIDTH, axis_y + 38, parts, label=label, class_="svg-scroll")
     units_text = lambda n: f"{n} unit" if n == 1 else f"{n} units"
     readouts = (
-        Readout("step_time_s", "step time", fmt.seconds(step.step_time_s), step.step_time_s),
-        Readout("exposed_comm_s", "compute waiting on the wire", fmt.seconds(step.exposed_comm_s), step.exposed_comm_s, "exposed"),
+        Readout("step_time_s", "step time", fmt.duration(step.step_time_s), step.step_time_s),
+        Readout("exposed_comm_s", "compute waiting on the wire", fmt.duration(step.exposed_comm_s), step.exposed_comm_s, "exposed"),
         Readout("peak_unsharded_units", "peak gathered units", units_text(step.resident.peak), step.resident.peak, "params"),
-        Readout("comm_busy_s", "time on the wire", fmt.seconds(step.comm_busy_s), step.comm_busy_s, "comm"),
+        Readout("comm_busy_s", "time on the wire", fmt.duration(step.comm_busy_s), step.comm_busy_s, "comm"),
         Readout("other_step_time_s", f"step time {'without' if state['prefetch'] else 'with'} prefetch",
-                fmt.seconds(other.step_time_s), other.step_time_s),
+                fmt.duration(other.step_time_s), other.step_time_s),
     )
     alt = (
         f"{label}, reshard after forward {'on' if state['reshard'] else 'off'}. Without prefetch the step takes "
-        f"{fmt.seconds(runs[False].step_time_s)} and compute waits {fmt.seconds(runs[False].exposed_comm_s)}, with at most "
-        f"{units_text(runs[False].resident.peak)} gathered; with prefetch {fmt.seconds(runs[True].step_time_s)}, compute waits "
-        f"{fmt.seconds(runs[True].exposed_comm_s)}, at most {units_text(runs[True].resident.peak)} gathered."
+        f"{fmt.duration(runs[False].step_time_s)} and compute waits {fmt.duration(runs[False].exposed_comm_s)}, with at most "
+        f"{units_text(runs[False].resident.peak)} gathered; with prefetch {fmt.duration(runs[True].step_time_s)}, compute waits "
+        f"{fmt.duration(runs[True].exposed_comm_s)}, at most {units_text(runs[True].resident.peak)} gathered."
     )
     return View(svg=drawing, readouts=readouts, alt=alt)

@@ -157,13 +157,13 @@ def render(state):
                 traffic.intra_node_bytes, "intra"),
         Readout("inter_node_bytes_per_step", "sent across nodes per GPU per step", gb(traffic.inter_node_bytes),
                 traffic.inter_node_bytes, "inter"),
-        Readout("step_comm_s", "communication per step (before overlap)", fmt.seconds(step.total_comm_s), step.total_comm_s),
-        Readout("allreduce_s", "of which the replica AllReduce", fmt.seconds(step.allreduce_s), step.allreduce_s),
+        Readout("step_comm_s", "communication per step (before overlap)", fmt.duration(step.total_comm_s), step.total_comm_s),
+        Readout("allreduce_s", "of which the replica AllReduce", fmt.duration(step.allreduce_s), step.allreduce_s),
         Readout("crosses_node", "shard group spans nodes", "yes" if crosses else "no", crosses),
     )
     alt = (
         f"{label}. Per GPU: {gb(step.memory.total_bytes)} of model state; per step {gb(traffic.intra_node_bytes)} sent "
-        f"inside the node and {gb(traffic.inter_node_bytes)} across nodes; {fmt.seconds(step.total_comm_s)} of "
+        f"inside the node and {gb(traffic.inter_node_bytes)} across nodes; {fmt.duration(step.total_comm_s)} of "
         f"communication. The shard group {'spans' if crosses else 'stays inside'} "
         f"{'nodes' if crosses else 'one node'}. Bar charts compare every shard group size from 1 to {state['N']}."
     )

@@ -20,8 +20,8 @@ GPUS = ("a100_80gb", "h100_sxm", "b200", "mi300x")  # one of each speed: an H200
 
 CONTROLS = (
     Slider("T", "Tensor-parallel degree T", stops=DEGREES, default=8),
-    Slider("hidden", "Hidden size h", stops=tuple(2 ** k for k in range(10, 16)), default=8192, format=fmt.thousands),
-    Slider("seq", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=4096, format=fmt.thousands),
+    Slider("hidden", "Hidden size h", stops=tuple(2 ** k for k in range(10, 16)), default=8192, format=fmt.count),
+    Slider("seq", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=4096, format=fmt.count),
     Slider("micro", "Microbatch b", stops=(1, 2, 4, 8, 16), default=1),
     Select("gpus", "GPUs per node", options=((4, "4"), (8, "8"), (16, "16"), (72, "72 (an NVL72 rack)")), default=8),
     Select("gpu", "GPU", options=tuple((k, hardware.GPUS[k].name) for k in GPUS), default="h100_sxm"),

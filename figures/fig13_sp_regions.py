@@ -18,9 +18,9 @@ TP_DEGREES = (1, 2, 4, 8, 16, 32)
 
 CONTROLS = (
     Slider("t", "Tensor-parallel degree t", stops=TP_DEGREES, default=8),
-    Slider("s", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=2048, format=fmt.thousands),
+    Slider("s", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=2048, format=fmt.count),
     Slider("b", "Microbatch b", stops=(1, 2, 4, 8, 16), default=4),
-    Slider("h", "Hidden size h", stops=HIDDEN_SIZES, default=6144, format=fmt.thousands),
+    Slider("h", "Hidden size h", stops=HIDDEN_SIZES, default=6144, format=fmt.count),
     Slider("a", "Attention heads a", stops=HEADS, default=64),
     Toggle("sp", "Sequence parallelism", default=False),
     Select("recompute", "Recompute", options=(("none", "none"), ("selective", "selective (attention scores)"),

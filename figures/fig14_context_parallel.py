@@ -22,8 +22,8 @@ POWERS = tuple(2 ** k for k in range(8))
 
 CONTROLS = (
     Slider("C", "Context-parallel ranks C", stops=POWERS[:7], default=8),
-    Slider("s", "Sequence length s", stops=tuple(2 ** k for k in range(12, 21)), default=131072, format=fmt.thousands),
-    Slider("h", "Hidden size h", stops=tuple(2 ** k for k in range(10, 16)), default=8192, format=fmt.thousands),
+    Slider("s", "Sequence length s", stops=tuple(2 ** k for k in range(12, 21)), default=131072, format=fmt.count),
+    Slider("h", "Hidden size h", stops=tuple(2 ** k for k in range(10, 16)), default=8192, format=fmt.count),
     Slider("heads", "Query heads", stops=POWERS[3:], default=64),
     Slider("kv_heads", "KV heads", stops=POWERS, default=8),
     Select("layout", "Ring layout", options=(("contiguous", "contiguous chunks"),

@@ -133,7 +133,7 @@ def _write_panel(state, top):
         svg.text(0, top + 12, f"Saving the whole model, {fmt.si_count(state['params'])} parameters ({fmt.gigabytes(total)})",
                  class_="svg-label"),
         svg.segments([(LEFT, y(10.0 ** d), LEFT + span, y(10.0 ** d)) for d in decades], class_="svg-axis"),
-        svg.texts(((LEFT - 8, y(10.0 ** d) + 4, fmt.seconds(10.0 ** d)) for d in decades), class_="svg-label-soft",
+        svg.texts(((LEFT - 8, y(10.0 ** d) + 4, fmt.duration(10.0 ** d)) for d in decades), class_="svg-label-soft",
                   text_anchor="end"),
         svg.texts(((LEFT + k / 6 * span, y0 + height + 16, 2 ** k) for k in range(7)), class_="svg-label-soft",
                   text_anchor="middle"),
@@ -147,7 +147,7 @@ def _write_panel(state, top):
                                   stroke_width=2.5 if chosen else 1.2, stroke_dasharray=dash))
         now = y(_write_time(state["params"], state["write_GBps"], mode, state["src"]).total_s)
         parts.append(svg.boxes(((here - 3.5, now - 3.5, 7, 7),), class_="fill-ok" if chosen else "fill-idle"))
-        parts.append(svg.text(LEFT + span + 6, ys[-1] + 4, f"{mode}: {fmt.seconds(curves[mode][-1])}",
+        parts.append(svg.text(LEFT + span + 6, ys[-1] + 4, f"{mode}: {fmt.duration(curves[mode][-1])}",
                               class_="svg-label" if chosen else "svg-label-soft"))
     return parts, y0 + height + 38
 
@@ -173,12 +173,12 @@ def render(state):
                 "ok" if verdict.loadable else "warn"),
         Readout("reads_total", "byte ranges read, all new ranks", str(total) if verdict.loadable else "none: no plan", total),
         Readout("max_reads_per_rank", "most ranges one rank reads", str(most) if verdict.loadable else "none", most),
-        Readout("write_time_s", f"time to save ({state['mode']})", fmt.seconds(write.total_s), write.total_s),
+        Readout("write_time_s", f"time to save ({state['mode']})", fmt.duration(write.total_s), write.total_s),
         Readout("checkpoint_bytes", "checkpoint size", fmt.gigabytes(write.total_bytes), write.total_bytes),
         Readout("largest_write_bytes", "largest write by one rank", fmt.gigabytes(write.peak_writer_bytes), write.peak_writer_bytes),
     )
     alt = (f"{label}. {verdict.reason[0].upper() + verdict.reason[1:]}. "
            + (f"The new ranks read {total} byte ranges, at most {most} each. " if verdict.loadable else "The restart fails. ")
            + f"Saving {fmt.gigabytes(write.total_bytes)} {state['mode']} from {state['src']} ranks takes "
-           f"{fmt.seconds(write.total_s)}.")
+           f"{fmt.duration(write.total_s)}.")
     return View(svg=drawing, readouts=readouts, alt=alt, note="" if verdict.loadable else verdict.reason[0].upper() + verdict.reason[1:] + ".")

@@ -56,29 +56,32 @@ def data_size(num_bytes):
     return f"{value:.0f} B"
 
 
-def duration(seconds):
-    """Seconds as s, ms or µs, three significant figures: 2.88e-4 -> "288 µs"."""
-    value = float(seconds)
-    if value == 0:
-        return "0 s"
-    for threshold, scale, suffix in ((1.0, 1.0, "s"), (1e-3, 1e3, "ms")):
-        if abs(value) >= threshold:
-            return f"{_three_significant(value * scale)} {suffix}"
-    return f"{_three_significant(value * 1e6)} µs"
-
-
 def scientific(value, digits=2):
     """A tiny or plain number: 4.44e-16 -> "4.4e-16", 2.36 -> "2.4"."""
     return f"{value:.{digits}g}"
 
 
-def thousands(value):
-    """A whole number with thousands separators: 131072 -> "131,072" (token counts, widths)."""
-    return f"{int(value):,}"
-def seconds(value):
-    """A duration to three significant figures: 0.000452 -> "0.452 ms", 0.0153 -> "15.3 ms",
-    10.0 -> "10 s", 52.4 -> "52.4 s", 490 -> "8.17 min", 7200 -> "2 h"."""
-    for limit, scale, unit in ((1, 1e3, "ms"), (120, 1, "s"), (7200, 1 / 60, "min")):
-        if value < limit:
-            return f"{value * scale:.3g} {unit}"
-    return f"{value / 3600:.3g} h"
+def duration(seconds):
+    """A span of time, three significant figures, in the unit that reads best:
+    2.88e-4 -> "288 µs", 0.0153 -> "15.3 ms", 52.4 -> "52.4 s", 490 -> "8.17 min",
+    5400 -> "1.5 h", 2.6e5 -> "3.01 d"; 0 -> "0 s"."""
+    value = float(seconds)
+    if value == 0:
+        return "0 s"
+    for limit, scale, unit in ((1e-3, 1e6, "µs"), (1, 1e3, "ms"), (120, 1, "s"), (7200, 1 / 60, "min"), (172800, 1 / 3600, "h")):
+        if abs(value) < limit:
+            return f"{_significant(value * scale)} {unit}"
+    return f"{_significant(value / 86400)} d"
+
+
+def _significant(value):
+    """Three significant figures without an exponent or trailing zeros: 8.1666 -> "8.17", 1.50 -> "1.5", 288.4 -> "288"."""
+    text = f"{value:.3g}"
+    if "e" in text:
+        text = f"{value:.0f}"
+    return text
+
+
+def count(value):
+    """A whole count with thousands separators: 16384 -> "16,384", 131072 -> "131,072"."""
+    return f"{round(value):,}"

@@ -191,3 +191,38 @@ def step_area(points, end, *, x, y, x_scale, y_scale, **attributes):
     data += "V%sH%sV0Z" % (-points[-1][1], end)
     transform = f"translate({decimal(float(x))} {decimal(float(y))}) scale({x_scale:.6g} {y_scale:.6g})"
     return _path(data, transform=transform, **attributes)
+def polyline(points, **attributes):
+    """A line through ``points`` ``(x, y)``, in order, as ONE ``<path>`` (a curve on a chart)."""
+    data = "M" + "L".join(f"{x:.2f} {y:.2f}" for x, y in points) if points else ""
+    return _path(data, fill="none", stroke_linejoin="round", **attributes)
+
+
+def circles(items, **attributes):
+    """Circles ``(cx, cy, r)`` as ONE ``<path>`` of two arcs each (markers, graph nodes)."""
+    data = "".join(f"M{cx - r:.2f} {cy:.2f}a{r:.2f} {r:.2f} 0 1 0 {2 * r:.2f} 0a{r:.2f} {r:.2f} 0 1 0 {-2 * r:.2f} 0z"
+                   for cx, cy, r in items)
+    return _path(data, **attributes)
+
+
+def arrows(items, *, head=7.0, offset=0.0, **attributes):
+    """Arrows ``(x1, y1, x2, y2)`` pointing at the second point, shaft and open head as ONE ``<path>``.
+    ``offset`` moves each arrow sideways (to its right), so that A->B and B->A stay apart."""
+    data = []
+    for x1, y1, x2, y2 in items:
+        length = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5 or 1.0
+        ux, uy = (x2 - x1) / length, (y2 - y1) / length
+        x1, y1, x2, y2 = x1 - uy * offset, y1 + ux * offset, x2 - uy * offset, y2 + ux * offset
+        back_x, back_y = x2 - ux * head, y2 - uy * head
+        data.append(f"M{x1:.2f} {y1:.2f}L{x2:.2f} {y2:.2f}M{back_x - uy * head * 0.5:.2f} {back_y + ux * head * 0.5:.2f}"
+                    f"L{x2:.2f} {y2:.2f}L{back_x + uy * head * 0.5:.2f} {back_y - ux * head * 0.5:.2f}")
+    return _path("".join(data), fill="none", stroke_linecap="round", stroke_linejoin="round", **attributes)
+
+
+def end_labels(items, x, *, gap=14.0, floor=None, **attributes):
+    """Labels ``(y, text)`` at ``x`` (the right ends of a chart's curves), moved apart so that no two
+    are closer than ``gap`` and, if ``floor`` is given, none sits below it."""
+    placed = []
+    for y, content in sorted(items):
+        placed.append((max(y, placed[-1][0] + gap) if placed else y, content))
+    lift = max(0.0, placed[-1][0] - floor) if placed and floor is not None else 0.0
+    return texts(((x, y - lift, content) for y, content in placed), **attributes)

@@ -23,6 +23,8 @@ treats any mismatch as a hang).
 import math
 import random
 from dataclasses import dataclass, field
+from functools import lru_cache
+from statistics import NormalDist
 
 from models._validate import choice, finite, finite_result, non_negative, non_negative_int, positive, positive_int
 
@@ -677,3 +679,280 @@ def simulate_preset(name, *, timeout_s=DEFAULT_NCCL_TIMEOUT_S):
     return simulate_collectives(
         scenario.programs, timeout_s=timeout_s, dead_ranks=scenario.dead_ranks, slowdown=scenario.slowdown
     )
+
+
+# ---- Figure 24: a hang on the run's clock -------------------------------------------------------
+
+# A rank stuck in I/O: alive, in no collective, blocked in a read (a network filesystem that stops
+# answering and recovers after 20 minutes). Its peers cannot tell it from a dead rank.
+IO_STALL_S = 1200.0
+HANG_PRESETS["io_stall"] = HangScenario(
+    "io_stall", "A rank stuck in I/O",
+    "Rank 2 blocks for 20 minutes reading its next batch from a network filesystem that has stopped "
+    "answering. It is alive and inside no collective, so its own flight record shows nothing pending; "
+    "the other three park in the valid-token AllReduce. A watchdog shorter than the stall kills a job "
+    "that would have recovered.",
+    tuple(
+        (_tp_allreduce(2), Call("allreduce", _WORLD, (1,), "fp32", compute_s=0.2 + IO_STALL_S,
+                                label="valid-token count AllReduce"), _metrics(2), _grads(2))
+        if r == 2 else tuple(_healthy(r)) for r in _WORLD
+    ),
+)
+# The mesh's process groups by their ranks, named as a launcher would name them.
+GROUP_NAMES = {_WORLD: "world", (0, 1): "tp0", (2, 3): "tp1", (0, 2): "dp0", (1, 3): "dp1"}
+
+
+@dataclass(frozen=True)
+class RankCall:
+    """One collective a rank entered, as a flight recorder keeps it (PyTorch ProcessGroupNCCL's
+    trace buffer: process group, per-group sequence number, op, sizes, state). Times on the run's clock."""
+
+    rank: int
+    index: int  # position in the rank's program
+    call: Call
+    group_seq: int  # 1-based count of this rank's calls on this group (the per-group SeqNum)
+    entered_s: float
+    started_s: float | None  # when the last member arrived; None: never
+    ended_s: float | None
+    waiting_on: tuple  # ranks that never arrive (a parked call); () once it completes
+
+    def state_at(self, t_s):
+        """The flight recorder's state of this entry at ``t_s``: scheduled (enqueued, waiting for its
+        peers), started (the transfer is running) or completed."""
+        if self.ended_s is not None and self.ended_s <= t_s:
+            return "completed"
+        return "started" if self.started_s is not None and self.started_s <= t_s else "scheduled"
+
+    @property
+    def numel_in(self):
+        return math.prod(self.call.shape)
+
+    @property
+    def numel_out(self):
+        return self.numel_in * (len(self.call.group) if self.call.op == "allgather" else 1)
+
+
+@dataclass(frozen=True)
+class HangTimeline:
+    scenario: HangScenario
+    report: HangReport  # step-relative times (0 = the faulty step's start)
+    timeout_s: float
+    step_start_s: float  # on the run's clock
+    fault_s: float | None  # the moment the run first departs from a healthy one (= at_s); None: healthy
+    records: tuple  # RankCall, by rank then program order
+    previous: tuple  # each rank's last RankCall of the healthy step before (empty if none ran)
+    compute: tuple  # (rank, start_s, end_s): each rank's work before each call it entered or was due to enter
+    dead_at_s: dict  # rank -> when it was last seen (end of its last collective)
+    first_stuck: RankCall | None  # the call on which the watchdog fires first
+    watchdog_at_s: float | None
+    blocked_ranks: tuple  # ranks inside a collective when the watchdog fires
+    detected_after_s: float | None  # watchdog_at_s - fault_s
+    longest_wait_s: float  # the longest time a rank sat inside one collective (up to the watchdog)
+
+    def waits_at(self, t_s):
+        """``(waiter, waited)`` rank pairs at ``t_s``: every rank inside a collective, and each member
+        of its group that has not entered the matching call (for a call that never completes, the
+        simulator's ``waiting_on``: absent, dead, finished or parked elsewhere)."""
+        pairs = []
+        for r in self.records:
+            if r.entered_s > t_s or (r.started_s is not None and r.started_s <= t_s):
+                continue
+            if r.started_s is None:
+                pairs += [(r.rank, m) for m in r.waiting_on]
+                continue
+            arrived = {o.rank for o in self.records if o.call.group == r.call.group and o.started_s == r.started_s
+                       and o.entered_s <= t_s}
+            pairs += [(r.rank, m) for m in r.call.group if m not in arrived]
+        return tuple(pairs)
+
+    def last_call_at(self, rank, t_s):
+        """The rank's newest flight-recorder entry at ``t_s`` (None if it has none)."""
+        entered = [r for r in self.previous + self.records if r.rank == rank and r.entered_s <= t_s]
+        return entered[-1] if entered else None
+
+
+def _rank_records(scenario, report, shift, prior_steps=0):
+    """Every call each rank entered, with entry times rebuilt from the simulation's rule
+    (a rank enters call k when call k-1 ends plus call k's compute). ``prior_steps`` healthy steps
+    ran before, so each group's sequence numbers continue from theirs."""
+    done = {}
+    for c in report.completed:
+        for member, index in c.rank_call_index:
+            done[member, index] = c
+    parked = {p.rank: p for p in report.parked}
+    records, compute, dead_at = [], [], {}
+    for rank, program in enumerate(scenario.programs):
+        ready, seqs = 0.0, {}
+        for call in HANG_PRESETS["healthy"].programs[rank]:
+            seqs[call.group] = seqs.get(call.group, 0) + prior_steps
+        for index, call in enumerate(program):
+            seqs[call.group] = seqs.get(call.group, 0) + 1
+            entered = ready + call.compute_s * scenario.slowdown.get(rank, 1.0)
+            if (rank, index) in done:
+                c = done[rank, index]
+                records.append(RankCall(rank, index, call, seqs[call.group], entered + shift, c.start_s + shift,
+                                        c.end_s + shift, ()))
+            elif rank in parked and parked[rank].call_index == index:
+                records.append(RankCall(rank, index, call, seqs[call.group], parked[rank].entered_s + shift, None,
+                                        None, parked[rank].waiting_on))
+            else:
+                if rank in report.dead_ranks:
+                    dead_at[rank] = ready + shift
+                else:
+                    compute.append((rank, ready + shift, entered + shift))
+                break
+            compute.append((rank, ready + shift, entered + shift))
+            if (rank, index) not in done:
+                break
+            ready = done[rank, index].end_s
+    return tuple(records), tuple(compute), dead_at
+
+
+def _divergence_s(records, healthy):
+    """The first moment a rank's calls differ from the healthy run's: a call entered late, a
+    different call, or no call where a healthy rank would enter one."""
+    expected = {(r.rank, r.index): r for r in healthy}
+    seen = {(r.rank, r.index): r for r in records}
+    moments = []
+    for key, want in expected.items():
+        got = seen.get(key)
+        if got is None:
+            moments.append(want.entered_s)
+        elif got.call.signature() != want.call.signature() or abs(got.entered_s - want.entered_s) > 1e-9:
+            moments.append(min(got.entered_s, want.entered_s))
+    return min(moments) if moments else None
+
+
+def hang_timeline(name, *, timeout_s=DEFAULT_NCCL_TIMEOUT_S, at_s=0.0):
+    """A preset's step placed on the run's clock so that its fault happens at ``at_s``: where each rank
+    is parked, who waits on whom, when the watchdog (PyTorch's NCCL watchdog, default 10 min) fires
+    and how long after the fault. ``detected_after_s`` is the timeout whenever the first rank to stop
+    is stopped by the fault itself (a dead rank, a skipped or reordered call)."""
+    scenario = hang_preset(name)
+    non_negative("at_s", at_s)
+    positive("timeout_s", timeout_s)
+    report = simulate_preset(name, timeout_s=timeout_s)
+    healthy_records, _, _ = _rank_records(HANG_PRESETS["healthy"], simulate_preset("healthy", timeout_s=timeout_s), 0.0)
+    records, _, _ = _rank_records(scenario, report, 0.0)
+    offset = _divergence_s(records, healthy_records)
+    shift = float(at_s) - (offset or 0.0)
+    healthy_step_s = max(r.ended_s for r in healthy_records)
+    prior = int(max(shift, 0.0) // healthy_step_s)
+    records, compute, dead_at = _rank_records(scenario, report, shift, prior)
+    previous = ()
+    if prior:
+        before, _, _ = _rank_records(HANG_PRESETS["healthy"], simulate_preset("healthy", timeout_s=timeout_s),
+                                     shift - healthy_step_s, prior - 1)
+        previous = tuple(max((r for r in before if r.rank == rank), key=lambda r: r.index) for rank in _WORLD)
+    fault = None if offset is None else float(at_s)
+    watchdog = None if report.watchdog_at_s is None else report.watchdog_at_s + shift
+    first = None
+    blocked = ()
+    if watchdog is not None:
+        first = next(r for r in records if r.rank == report.watchdog_rank and r.entered_s <= watchdog + 1e-9
+                     and (r.started_s is None or r.started_s > watchdog - 1e-9))
+        blocked = tuple(sorted({r.rank for r in records if r.entered_s <= watchdog + 1e-9
+                                and (r.started_s is None or r.started_s > watchdog + 1e-9)}))
+    end = watchdog if watchdog is not None else math.inf
+    longest = max((min(r.started_s if r.started_s is not None else end, end) - r.entered_s for r in records),
+                  default=0.0)
+    return HangTimeline(
+        scenario, report, float(timeout_s), shift, fault, records, previous, compute, dead_at, first, watchdog, blocked,
+        None if watchdog is None or fault is None else watchdog - fault, max(0.0, longest),
+    )
+
+
+# ---- Figure 25: one step's per-rank times, and the tax with one bad card -----------------------
+
+MAX_SHOWN_RANKS = 1024  # rank times drawn one by one per call (~1 ms of CPython); the rest by their maximum
+
+
+@dataclass(frozen=True)
+class StepSample:
+    world_size: int
+    shown_times_s: tuple  # the first min(n, shown) ranks' step times; rank 0 is the bad card if any
+    rest_max_s: float | None  # the slowest of the other n - shown ranks (None if every rank is shown)
+    step_s: float  # the synchronous step: the slowest of all n ranks
+    slowest_rank: int | None  # index into shown_times_s, or None when the slowest is among the rest
+
+
+def _max_of_normals(rng, count, mean, std):
+    """One draw of the maximum of ``count`` iid N(mean, std^2), by inversion: its CDF is Phi^count,
+    so max = Phi^-1(U^(1/count)), written with the upper tail so U^(1/count) near 1 loses nothing."""
+    upper = -math.expm1(math.log(1.0 - rng.random()) / count)  # 1 - U^(1/count), in (0, 1]
+    return mean - std * NormalDist().inv_cdf(max(upper, 1e-300))
+
+
+def sample_step(n, mean, std, *, seed, bad_slowdown=0.0, shown=MAX_SHOWN_RANKS):
+    """One synchronous step over ``n`` ranks whose times are N(mean, std^2): the first ``shown`` ranks
+    drawn one by one (``random.Random(seed).gauss``, rank 0 ``bad_slowdown`` slower: its time times
+    1 + bad_slowdown), the other n - shown only through their maximum, drawn exactly from Phi^(n-shown).
+    The step time is the slowest rank's (article, "A single slow rank": T_step = max_i t_i)."""
+    n = positive_int("n", n)
+    finite("mean", mean)
+    non_negative("std", std)
+    non_negative("bad_slowdown", bad_slowdown)
+    shown = positive_int("shown", shown)
+    if shown > MAX_SAMPLED_DRAWS:
+        raise ValueError(f"shown must be <= {MAX_SAMPLED_DRAWS}, got {shown}")
+    rng = random.Random(seed)
+    count = min(n, shown)
+    times = [rng.gauss(mean, std) for _ in range(count)]
+    times[0] *= 1.0 + bad_slowdown
+    times = tuple(times)
+    rest = None if n == count else _max_of_normals(rng, n - count, mean, std)
+    if not all(math.isfinite(t) for t in times + ((rest,) if rest is not None else ())):
+        raise ValueError("rank times overflow the float range for these inputs")
+    slowest = max(range(count), key=times.__getitem__)
+    if rest is not None and rest > times[slowest]:
+        return StepSample(n, times, rest, rest, None)
+    return StepSample(n, times, rest, times[slowest], slowest)
+
+
+@lru_cache(maxsize=None)
+def standard_max_mean(n):
+    """E[max of n iid N(0, 1)] (``expected_max_normal(n, 0, 1)``), cached: a curve over world sizes
+    asks for the same few n on every redraw."""
+    return expected_max_normal(n, 0.0, 1.0)
+
+
+def expected_max_over_mean(n, cv):
+    """E[max of n step times] / mean for step times N(mean, (cv mean)^2): the same float as
+    ``expected_max_normal(n, 1, cv)``, from the cached standard maximum."""
+    non_negative("cv", cv)
+    return finite_result("expected max", 1.0 + cv * standard_max_mean(n))
+
+
+def bad_card_tax(n, cv, bad_slowdown):
+    """The tax E[step]/mean - 1 with one card ``bad_slowdown`` slower, as the larger of the two causes:
+    the straggler tax of n healthy ranks (``straggler_tax``) or the bad card's own slowdown. A lower
+    bound: E[max(A, B)] >= max(E[A], E[B])."""
+    non_negative("bad_slowdown", bad_slowdown)
+    return max(expected_max_over_mean(n, cv) - 1.0, float(bad_slowdown))
+
+
+def histogram_counts(values, low, high, bins):
+    """How many ``values`` fall in each of ``bins`` equal bins on [low, high) (the last bin also takes
+    ``high``); values outside are not counted."""
+    bins = positive_int("bins", bins)
+    finite("low", low)
+    finite("high", high)
+    if not high > low:
+        raise ValueError(f"high must be > low={low}, got {high}")
+    counts = [0] * bins
+    scale = bins / (high - low)
+    for value in values:
+        k = int((value - low) * scale)
+        if value >= low and k < bins:
+            counts[k] += 1
+        elif value == high:
+            counts[-1] += 1
+    return tuple(counts)
+
+
+def straggler_curve(world_sizes, cv):
+    """``(n, exact tax, asymptotic tax)`` for each world size at step-time spread ``cv`` = sigma/mu:
+    cv * E[max of n standard normals] (``standard_max_mean``, cached) and cv * sqrt(2 ln n)."""
+    non_negative("cv", cv)
+    return tuple((positive_int("world_sizes", n), cv * standard_max_mean(n), cv * math.sqrt(2.0 * math.log(n)))
+                 for n in world_sizes)

@@ -272,3 +272,59 @@ def time_to_target(t1_s, per_device_batch, world_sizes, *, s_min, e_min, comm_ti
             1.0 / (1.0 + batch / b_crit),
         ))
     return tuple(points)
+
+
+# ---- Figure 23: strong, weak and training efficiency on one axis -------------------------------
+
+def sample_efficiency(batch, b_noise):
+    """E_min / E = 1 / (1 + B / B_noise): the share of the examples a batch of B still turns into
+    progress (McCandlish et al. 2018, Sec. 2, E = E_min (1 + B / B_noise); 1/2 at B = B_noise)."""
+    positive("batch", batch)
+    positive("b_noise", b_noise)
+    return 1.0 / (1.0 + batch / b_noise)
+
+
+def critical_world_size(b_noise, per_device_batch):
+    """The world size at which a weak-scaling global batch (per_device_batch * N) reaches B_noise."""
+    positive("b_noise", b_noise)
+    positive("per_device_batch", per_device_batch)
+    return b_noise / per_device_batch
+
+
+@dataclass(frozen=True)
+class EfficiencyPoint:
+    world_size: int
+    strong: ScalingPoint  # fixed global batch: each device computes global_batch / N samples
+    weak: ScalingPoint  # fixed per-device batch: the global batch grows with N
+    strong_batch_per_device: float  # global_batch / N (below 1, data parallelism alone cannot split it)
+    weak_global_batch: float  # per_device_batch * N
+    sample_efficiency: float  # E_min / E at the weak-scaling global batch
+    effective_efficiency: float  # weak.efficiency * sample_efficiency
+    throughput_per_s: float  # weak scaling, samples per second of the whole cluster
+    examples_multiplier: float  # E / E_min = 1 + B / B_noise: samples spent per sample of progress
+
+
+def scaling_efficiencies(world_sizes, *, per_device_batch, global_batch, b_noise, step_s_per_sample,
+                         gradient_bytes, alpha_s, bandwidth_bytes_per_s, overlap, algorithm="ring"):
+    """Figure 23's three curves at each world size: strong scaling of ``global_batch`` samples, weak
+    scaling of ``per_device_batch`` samples per device (both with one data-parallel AllReduce of
+    ``gradient_bytes``, ``overlap`` of it hidden; ``strong_scaling`` / ``weak_scaling``), and the weak
+    run's training efficiency once its batch passes B_noise (McCandlish et al. 2018: E = E_min(1 + B/B_noise))."""
+    positive("per_device_batch", per_device_batch)
+    positive("global_batch", global_batch)
+    positive("b_noise", b_noise)
+    positive("step_s_per_sample", step_s_per_sample)
+    comm = allreduce_comm(gradient_bytes, alpha_s=alpha_s, bandwidth_bytes_per_s=bandwidth_bytes_per_s,
+                          algorithm=algorithm)
+    sizes = _world_sizes(world_sizes)
+    strong = strong_scaling(global_batch * step_s_per_sample, sizes, comm_time_s=comm, overlap=overlap)
+    weak = weak_scaling(per_device_batch * step_s_per_sample, sizes, comm_time_s=comm, overlap=overlap)
+    points = []
+    for s, w in zip(strong, weak):
+        batch = float(per_device_batch) * w.world_size
+        sample = sample_efficiency(batch, b_noise)
+        points.append(EfficiencyPoint(
+            w.world_size, s, w, global_batch / s.world_size, batch, sample, w.efficiency * sample,
+            finite_result("throughput_per_s", batch / w.step_s), 1.0 + batch / b_noise,
+        ))
+    return tuple(points)

@@ -1,0 +1,120 @@
+"""Figure 23: strong scaling, weak scaling and the critical batch size on one log axis."""
+import math
+from functools import lru_cache
+
+from figures import fmt, svg
+from figures.contract import Readout, Slider, View
+from models import hardware, scaling
+
+NUMBER = 23
+TITLE = "Strong scaling, weak scaling, and the critical batch size"
+CAPTION = (
+    "Efficiency against world size N on a log axis. Purple: strong scaling of a fixed global batch (dashed once a "
+    "device would get less than one sample). Blue: weak scaling, a fixed batch per device. Red: what the weak run "
+    "really earns once its growing global batch passes the critical batch B_noise (grey dashed: E_min/E, the share "
+    "of examples that still buy progress). Drag N past the B = B_noise line: blue stays near the top while red halves."
+)
+
+POWERS_OF_TWO = tuple(2**k for k in range(18))
+CONTROLS = (
+    Slider("N", "World size N", stops=POWERS_OF_TWO[:15], default=1024, format=fmt.gpus),
+    Slider("per_device_batch", "Samples per device (weak scaling)", stops=POWERS_OF_TWO[:7], default=2),
+    Slider("global_batch", "Global batch (strong scaling)", stops=POWERS_OF_TWO[6:], default=1024, format=fmt.count, unit="samples"),
+    Slider("b_noise", "Critical batch B_noise", stops=POWERS_OF_TWO[6:], default=2048, format=fmt.count, unit="samples"),
+    Slider("step_ms", "One device's compute per sample", stops=(10, 20, 50, 100, 200, 500, 1000, 2000, 5000), default=500, unit="ms"),
+    Slider("grad_gb", "Gradients per AllReduce", stops=(0.1, 0.2, 0.5, 1, 2, 5, 10, 14, 20, 50, 100, 140, 200, 500, 1000, 2000), default=14, unit="GB"),
+    Slider("bw_GBps", "Network bandwidth per GPU", stops=(5, 10, 12.5, 25, 50, 100, 200, 500), default=50, unit="GB/s"),
+    Slider("overlap", "Gradient communication hidden", min=0, max=1, step=0.05, default=0.9, format=fmt.percent),
+)
+
+# Curve samples: quarter powers of two, so every N the slider offers is on the curve.
+SIZES = tuple(sorted({round(2 ** (k / 4)) for k in range(57)}))
+ALPHA_S = hardware.link("ib_ndr").alpha_s  # one ring step across the network
+W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 330, 48, 150, 34, 40
+CURVES = (  # (readout key, palette key, line style, label)
+    ("strong_efficiency", "comm", "", "strong scaling"),
+    ("weak_efficiency", "dp", "", "weak scaling"),
+    ("sample_efficiency", "idle", "svg-dash", "sample efficiency"),
+    ("effective_efficiency", "warn", "", "training efficiency"),
+)
+
+
+@lru_cache(maxsize=64)  # moving N only moves the marker
+def _curves(per_device_batch, global_batch, b_noise, step_ms, grad_gb, bw_gbps, overlap):
+    return scaling.scaling_efficiencies(
+        SIZES, per_device_batch=per_device_batch, global_batch=global_batch, b_noise=b_noise,
+        step_s_per_sample=step_ms / 1000, gradient_bytes=grad_gb * 1e9, alpha_s=ALPHA_S,
+        bandwidth_bytes_per_s=bw_gbps * 1e9, overlap=overlap)
+
+
+def _values(p):
+    return {"strong_efficiency": p.strong.efficiency, "weak_efficiency": p.weak.efficiency,
+            "sample_efficiency": p.sample_efficiency, "effective_efficiency": p.effective_efficiency}
+
+
+def _x(n):
+    return LEFT + (W - LEFT - RIGHT) * math.log2(n) / 14
+
+
+def _y(e):
+    return TOP + (H - TOP - BOTTOM) * (1 - min(max(e, 0.0), 1.0))
+
+
+def render(state):
+    points = _curves(state["per_device_batch"], state["global_batch"], state["b_noise"], state["step_ms"],
+                     state["grad_gb"], state["bw_GBps"], state["overlap"])
+    here = next(p for p in points if p.world_size == state["N"])
+    now = _values(here)
+    right = W - RIGHT
+    parts = [
+        svg.segments([(LEFT, _y(f), right, _y(f)) for f in (0, 0.25, 0.5, 0.75, 1)], class_="svg-axis"),
+        svg.texts(((LEFT - 6, _y(f) + 4, fmt.percent(f, 0)) for f in (0, 0.25, 0.5, 0.75, 1)), class_="svg-label-soft", text_anchor="end"),
+        svg.texts(((_x(4**k), H - BOTTOM + 16, f"{4**k // 1024}K" if k > 4 else 4**k) for k in range(8)), class_="svg-label-soft", text_anchor="middle"),
+        svg.text((LEFT + right) / 2, H - 6, "world size N (GPUs, log scale)", class_="svg-label-soft", text_anchor="middle"),
+        svg.text(LEFT - 40, TOP - 20, "efficiency", class_="svg-label-soft"),
+    ]
+    crit = scaling.critical_world_size(state["b_noise"], state["per_device_batch"])
+    if 1 <= crit <= SIZES[-1]:
+        parts += [svg.segments([(_x(crit), TOP - 4, _x(crit), H - BOTTOM)], class_="svg-ink svg-dash", stroke_width=1),
+                  svg.text(_x(crit), TOP - 10, f"B = B_noise at N = {fmt.count(crit)}", class_="svg-label-soft", text_anchor="middle")]
+    one_sample = [p for p in points if p.strong_batch_per_device >= 1]
+    split = [p for p in points if p.strong_batch_per_device <= 1]
+    for key, colour, style, _ in CURVES:
+        runs = ((one_sample, ""), (split, "svg-dash")) if key == "strong_efficiency" else ((points, style),)
+        for run, dash in runs:
+            if run:
+                parts.append(svg.polyline([(_x(p.world_size), _y(_values(p)[key])) for p in run],
+                                          class_=f"stroke-{colour} {dash}".strip(), stroke_width=2.5 if colour == "warn" else 2))
+    # curve names at the right end, pushed apart so they never overlap
+    parts.append(svg.end_labels([(_y(_values(points[-1])[key]) + 4, label) for key, _, _, label in CURVES], right + 8,
+                                floor=H - BOTTOM + 8, class_="svg-label"))
+    x = _x(state["N"])
+    parts += [
+        svg.segments([(x, TOP, x, H - BOTTOM)], class_="svg-ink", stroke_width=1),
+        *(svg.circles([(x, _y(now[key]), 4.5)], class_=f"fill-{colour}") for key, colour, _, _ in CURVES),
+        svg.text(x + 5 if x < right - 60 else x - 5, H - BOTTOM - 6, f"N = {fmt.count(state['N'])}", class_="svg-label",
+                 text_anchor="start" if x < right - 60 else "end"),
+    ]
+    drawing = svg.document(W, H, parts, label=f"Scaling efficiency against world size; the reader's N = {state['N']}", class_="svg-wide")
+    batch = fmt.count(here.weak_global_batch)
+    readouts = (
+        Readout("strong_efficiency", "Strong scaling", fmt.percent(now["strong_efficiency"]), now["strong_efficiency"], "comm"),
+        Readout("weak_efficiency", "Weak scaling", fmt.percent(now["weak_efficiency"]), now["weak_efficiency"], "dp"),
+        Readout("sample_efficiency", "Sample efficiency E_min/E", fmt.percent(now["sample_efficiency"]), now["sample_efficiency"], "idle"),
+        Readout("effective_efficiency", "Training efficiency (weak × sample)", fmt.percent(now["effective_efficiency"]), now["effective_efficiency"], "warn"),
+        Readout("global_batch_weak", "Weak-scaling global batch", f"{batch} samples", here.weak_global_batch),
+        Readout("throughput", "Weak-scaling throughput", f"{fmt.count(here.throughput_per_s)} samples/s", here.throughput_per_s),
+        Readout("examples_multiplier", "Samples to reach the loss", f"{fmt.decimal(here.examples_multiplier)} × the minimum", here.examples_multiplier),
+    )
+    note = ""
+    if here.strong_batch_per_device < 1:
+        note = (f"At N = {fmt.count(state['N'])} the strong-scaling run would give each device "
+                f"{fmt.decimal(here.strong_batch_per_device, 3)} of a sample: data parallelism alone cannot split it (dashed).")
+    alt = (
+        f"Four efficiency curves against world size from 1 to 16,384 GPUs on a log axis. At N = {fmt.count(state['N'])}: "
+        f"strong scaling {fmt.percent(now['strong_efficiency'])}, weak scaling {fmt.percent(now['weak_efficiency'])}, "
+        f"sample efficiency {fmt.percent(now['sample_efficiency'])} at a global batch of {batch}, training efficiency "
+        f"{fmt.percent(now['effective_efficiency'])}. The weak-scaling batch reaches B_noise = {fmt.count(state['b_noise'])} "
+        f"at N = {fmt.count(crit)}."
+    )
+    return View(svg=drawing, readouts=readouts, note=note, alt=alt)

@@ -1,0 +1,236 @@
+"""Figure 24: how a distributed run hangs: four ranks, their pending collectives, the watchdog."""
+from functools import lru_cache
+
+from figures import fmt, html, svg
+from figures.contract import Readout, Select, Slider, View
+from models import reliability
+
+NUMBER = 24
+TITLE = "How a distributed run hangs"
+CAPTION = (
+    "Four ranks (2-way tensor × 2-way data parallel) on one clock: blue is compute, purple a collective moving data, "
+    "grey a rank waiting inside a collective for its peers, red a rank parked in a collective that can never complete. "
+    "Pick a fault and watch who waits on whom (right) until the watchdog fires; below, what a flight-recorder dump "
+    "would hold and what to grep for. Try a rank stuck in I/O with the timeout at 10 min, then at 1 h."
+)
+
+FAULTS = ("divergent_control_flow", "mismatched_order", "mismatched_shapes", "wrong_process_group", "dead_rank",
+          "io_stall", "slow_rank", "healthy")
+CONTROLS = (
+    Select("fault", "Fault", options=tuple((k, reliability.HANG_PRESETS[k].title) for k in FAULTS),
+           default="divergent_control_flow"),
+    Slider("timeout_s", "Watchdog timeout", stops=(2, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600),
+           default=int(reliability.DEFAULT_NCCL_TIMEOUT_S), format=fmt.duration),
+    Slider("at_s", "The fault happens at", stops=(10, 30, 60, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400),
+           default=3600, format=fmt.duration),
+)
+
+W, LEFT, RIGHT, TOP, ROW, BAR = 720, 62, 546, 46, 50, 18
+BOTTOM = TOP + 4 * ROW
+GAP_S, PAD_S, BREAK_PX, MIN_SEGMENT_PX = 8.0, 0.2, 34, 56  # idle stretches longer than GAP_S are cut
+NODES = {0: (604, 96), 1: (684, 96), 2: (604, 186), 3: (684, 186)}  # the 2 x 2 mesh, TP groups in rows
+OPS = {"allreduce": "AllReduce", "allgather": "AllGather"}
+
+
+@lru_cache(maxsize=64)
+def _timeline(fault, timeout_s, at_s):
+    return reliability.hang_timeline(fault, timeout_s=timeout_s, at_s=at_s)
+
+
+def _axis(times):
+    """A time axis cut at long idle stretches: [(t0, t1, x0, x1)] segments, padded by PAD_S."""
+    segments = []
+    for t in sorted(set(times)):
+        if segments and t - segments[-1][1] <= GAP_S:
+            segments[-1][1] = t
+        else:
+            segments.append([t, t])
+    span = RIGHT - LEFT - BREAK_PX * (len(segments) - 1)
+    total = sum(b - a + 2 * PAD_S for a, b in segments)
+    widths = [max(MIN_SEGMENT_PX, span * (b - a + 2 * PAD_S) / total) for a, b in segments]
+    scale, x, axis = span / sum(widths), LEFT, []
+    for (a, b), width in zip(segments, widths):
+        axis.append((a - PAD_S, b + PAD_S, x, x + width * scale))
+        x += width * scale + BREAK_PX
+    return axis
+
+
+def _x(axis, t):
+    for t0, t1, x0, x1 in axis:
+        if t <= t1:
+            return x0 + (max(t, t0) - t0) / (t1 - t0) * (x1 - x0)
+    return axis[-1][3]
+
+
+def _ranks(ranks):
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _call(record):
+    return f"{record.call.label} ({reliability.GROUP_NAMES[record.call.group]} #{fmt.count(record.group_seq)})"
+
+
+def render(state):
+    t = _timeline(state["fault"], state["timeout_s"], state["at_s"])
+    end = t.watchdog_at_s if t.watchdog_at_s is not None else max(r.ended_s for r in t.records)  # the job dies here
+    events = [t.step_start_s, end] + [v for r in t.records for v in (r.entered_s, r.started_s, r.ended_s)
+                                      if v is not None and v <= end] + list(t.dead_at_s.values())
+    axis = _axis(events)
+    x = lambda when: _x(axis, min(when, end))  # noqa: E731
+    waits = t.waits_at(end if t.watchdog_at_s is not None or t.fault_s is None else t.fault_s)
+    first = t.first_stuck
+    stopped = [r for r in t.records if first is not None and r.entered_s == first.entered_s and r.rank in t.blocked_ranks]
+    header = (f"{t.scenario.title}: a step {fmt.duration(t.step_start_s)} into the run" if t.fault_s is None else
+              f"{t.scenario.title}: fault {fmt.duration(t.fault_s)} into the run"
+              + ("" if first is None else f"; {_ranks([r.rank for r in stopped])} stop{'s' * (len(stopped) == 1)} first (red dot)"))
+    parts = [svg.text(6, 14, header, class_="svg-label"), *_lanes(t, x, end, waits, axis), *_time_axis(t, x, axis)]
+    markers = [(t.fault_s, "fault", "svg-ink svg-dash")] if t.fault_s is not None else []
+    if first is not None:
+        markers.append((t.watchdog_at_s, "watchdog fires", "stroke-warn"))
+        parts.append(svg.circles([(x(r.entered_s), TOP + r.rank * ROW + BAR / 2, 4) for r in stopped], class_="fill-warn"))
+    for when, name, style in markers:
+        parts += [svg.segments([(x(when), TOP - 8, x(when), BOTTOM)], class_=style, stroke_width=2),
+                  svg.text(x(when), TOP - 12, name, class_="svg-label", text_anchor="middle")]
+    parts += _graph(t, waits)
+    drawing = svg.document(W, BOTTOM + 48, parts, label=f"Four ranks on a timeline: {t.scenario.title}", class_="svg-wide")
+    return View(svg=drawing, readouts=_readouts(t), alt=_alt(t, waits), html=_dump(t, end),
+                note=t.scenario.description.replace("`", ""))
+
+
+def _lanes(t, x, end, waits, axis):
+    """Each rank's lane: compute, waiting inside a collective, data moving, parked; then what it is doing at the end."""
+    waiting, moving, parked, labels = [], [], [], []
+    for r in t.records:
+        if r.entered_s > end:
+            continue
+        y = TOP + r.rank * ROW
+        if r.started_s is None:
+            parked.append((x(r.entered_s), y, x(end) - x(r.entered_s), BAR))
+        else:
+            waiting.append((x(r.entered_s), y, x(r.started_s) - x(r.entered_s), BAR))
+            moving.append((x(r.started_s), y, x(r.ended_s) - x(r.started_s), BAR))
+    parts = [svg.boxes(((LEFT, TOP + r * ROW, RIGHT - LEFT, BAR) for r in range(4)), class_="svg-lane"),
+             svg.texts(((6, TOP + r * ROW + 13, f"rank {r}") for r in range(4)), class_="svg-label"),
+             svg.boxes(((x(a), TOP + r * ROW, x(b) - x(a), BAR) for r, a, b in t.compute if a < end), class_="fill-forward"),
+             svg.boxes(waiting, class_="fill-idle"), svg.boxes(moving, class_="fill-comm"),
+             svg.boxes(parked, class_="fill-warn svg-faint stroke-warn")]
+    for rank in range(4):
+        last = t.last_call_at(rank, end)
+        waited = sorted({m for w, m in waits if w == rank})
+        if rank in t.dead_at_s:
+            text = f"gone: the process died after {_call(last)}"
+            parts.append(svg.segments([(x(t.dead_at_s[rank]), TOP + rank * ROW + BAR / 2, x(end), TOP + rank * ROW + BAR / 2)],
+                                      class_="stroke-warn svg-dash", stroke_width=2))
+        elif waited:
+            text = f"in {_call(last)}, waiting on {_ranks(waited)}"
+        elif rank in t.report.finished_ranks and t.watchdog_at_s is None:
+            text = "finished the step"
+        else:
+            text = "inside no collective: busy in its own code (I/O, compute, a loop)"
+        labels.append((LEFT, TOP + rank * ROW + BAR + 14, text))
+    for (_, _, _, x1), (_, _, x0, _) in zip(axis, axis[1:]):  # the cuts in time
+        parts += [svg.boxes([(x1 + 6, TOP - 2, x0 - x1 - 12, BOTTOM - TOP)], class_="svg-panel-fill"),
+                  svg.segments([(x1 + 9, BOTTOM + 4, x1 + 15, TOP - 6), (x0 - 15, BOTTOM + 4, x0 - 9, TOP - 6)], class_="svg-ink")]
+    return parts + [svg.texts(labels, class_="svg-label-soft svg-halo")]
+
+
+def _time_axis(t, x, axis):
+    """Round ticks from the fault across the first stretch of time, one tick at the start of each later one."""
+    origin = t.fault_s if t.fault_s is not None else t.step_start_s
+    start, stop = axis[0][0], axis[0][1]
+    step = next((s for s in (0.5, 1, 2, 5, 10, 30, 60) if (stop - start) / s <= 6), 300)
+    ticks = [origin + k * step for k in range(int((start - origin) // step), int((stop - origin) // step) + 1)]
+    ticks = [v for v in ticks if start <= v <= stop] + [s[0] + PAD_S for s in axis[1:]]
+    names = ["0 s" if abs(v - origin) < 1e-9 else f"{'+' if v > origin else '-'}{fmt.duration(abs(v - origin))}" for v in ticks]
+    return [svg.segments([(LEFT, BOTTOM, RIGHT, BOTTOM)] + [(x(v), BOTTOM, x(v), BOTTOM + 4) for v in ticks], class_="svg-axis"),
+            svg.texts(((x(v), BOTTOM + 16 + 12 * (v > stop), name) for v, name in zip(ticks, names)),
+                      class_="svg-label-soft", text_anchor="middle"),
+            svg.text(RIGHT, BOTTOM + 42, "time from the fault" if t.fault_s is not None else "time from the step's start",
+                     class_="svg-label-soft", text_anchor="end")]
+
+
+def _graph(t, waits):
+    """Who waits on whom (at the watchdog, else at the fault): the 2 x 2 mesh, one arrow per wait."""
+    shorten = lambda a, b, k: a + (b - a) * k  # noqa: E731
+    edges = []
+    for w, m in sorted(set(waits)):
+        (x1, y1), (x2, y2) = NODES[w], NODES[m]
+        length = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5
+        edges.append((shorten(x1, x2, 22 / length), shorten(y1, y2, 22 / length),
+                      shorten(x1, x2, 1 - 22 / length), shorten(y1, y2, 1 - 22 / length)))
+    gone = [r for r in range(4) if r in t.dead_at_s]
+    return [
+        svg.text(644, TOP - 12, "who waits on whom", class_="svg-label", text_anchor="middle"),
+        svg.texts(((568, 100, "tp0"), (568, 190, "tp1"), (604, 226, "dp0"), (684, 226, "dp1")), class_="svg-label-soft", text_anchor="middle"),
+        svg.circles([(*NODES[r], 17) for r in range(4) if r not in gone], class_="svg-lane"),
+        svg.circles([(*NODES[r], 17) for r in gone], class_="svg-lane stroke-warn svg-dash"),
+        svg.segments([(NODES[r][0] + dx, NODES[r][1] - 12, NODES[r][0] - dx, NODES[r][1] + 12) for r in gone for dx in (-12, 12)],
+                     class_="stroke-warn", stroke_width=1.5),
+        svg.text(644, TOP + 4, "at the watchdog" if t.watchdog_at_s is not None else "at the fault" if t.fault_s is not None
+                 else "nobody waits", class_="svg-label-soft", text_anchor="middle"),
+        svg.texts(((NODES[r][0], NODES[r][1] + 4, r) for r in range(4)), class_="svg-label", text_anchor="middle"),
+        svg.arrows(edges, offset=4, class_="stroke-warn", stroke_width=1.6),
+    ]
+
+
+def _readouts(t):
+    first = t.first_stuck
+    outcome = {"hang": "a hang: nothing can complete", "watchdog": "killed by the watchdog, though it would finish",
+               "completed": "every collective completes"}[t.report.status]
+    return (
+        Readout("blocked_ranks", "Ranks blocked when the watchdog fires", f"{len(t.blocked_ranks)} of 4", len(t.blocked_ranks)),
+        Readout("detected_after_s", "Error after the fault",
+                "never: no watchdog error" if t.detected_after_s is None else fmt.duration(t.detected_after_s), t.detected_after_s),
+        Readout("first_stuck_call", "First stuck call", "none" if first is None else
+                f"{OPS[first.call.op]} on rank {first.rank} ({first.call.label})", "none" if first is None else first.call.op),
+        Readout("outcome", "Outcome", outcome, t.report.status),
+        Readout("longest_wait_s", "Longest wait inside one collective", fmt.duration(t.longest_wait_s), t.longest_wait_s),
+    )
+
+
+def _alt(t, waits):
+    who = "; ".join(f"rank {w} waits on rank {m}" for w, m in sorted(set(waits))) or "no rank waits"
+    fired = ("the watchdog never fires" if t.watchdog_at_s is None else
+             f"the watchdog fires {fmt.duration(t.detected_after_s)} after the fault, on rank {t.first_stuck.rank}")
+    return (f"Timeline of four ranks for {t.scenario.title.lower()} with a {fmt.duration(t.timeout_s)} timeout: "
+            f"{len(t.blocked_ranks)} ranks blocked, {who}; {fired}.")
+
+
+def _dump(t, end):
+    if t.watchdog_at_s is None:
+        return html.join(html.heading("No watchdog error, so nothing is dumped"), html.paragraph(
+            f"Every collective completed; the longest wait inside one was {fmt.duration(t.longest_wait_s)}. A slow rank or a "
+            "long stall never shows up as a hang: find it in per-rank step times (Figure 25)."))
+    rows = []
+    for rank in range(4):
+        last = t.last_call_at(rank, end)
+        if rank in t.dead_at_s:
+            rows.append((rank, "-", "-", "no dump: the process is gone", "-", "-"))
+        else:
+            rows.append((rank, reliability.GROUP_NAMES[last.call.group], fmt.count(last.group_seq),
+                         f"{OPS[last.call.op]}: {last.call.label}", f"{fmt.count(last.numel_in)} → {fmt.count(last.numel_out)}",
+                         last.state_at(end)))
+    lines = ["$ grep -h 'Watchdog caught' rank*.log",
+             "# each blocked rank prints one line when its own timer runs out (unless the launcher kills it first)"]
+    pending = sorted((r for r in t.records if r.rank in t.blocked_ranks and r.entered_s <= end and
+                      (r.started_s is None or r.started_s > end)), key=lambda r: (r.entered_s, r.rank))
+    for r in pending:
+        lines.append(f"[Rank {r.rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={r.group_seq}, "
+                     f"OpType={r.call.op.upper()}, NumelIn={r.numel_in}, NumelOut={r.numel_out}, "
+                     f"Timeout(ms)={round(t.timeout_s * 1000)}) ran for {round(t.timeout_s * 1000)} milliseconds before timing out.")
+    silent = [r for r in range(4) if r not in t.blocked_ranks]
+    if silent:
+        lines.append(f"# no line from {_ranks(silent)}: inside no collective (dead, or busy in its own code): "
+                     "check that the process exists, then dump its Python stack (py-spy dump --pid ...)")
+    same_seq = {}
+    for r in pending:
+        same_seq.setdefault((reliability.GROUP_NAMES[r.call.group], r.group_seq), {}).setdefault(
+            f"{r.call.op.upper()} of {fmt.count(r.numel_in)}", []).append(r.rank)
+    for (group, seq), kinds in same_seq.items():
+        if len(kinds) > 1:
+            lines.append(f"# {group} #{seq}: " + "; ".join(f"{_ranks(ranks)} in {kind}" for kind, ranks in kinds.items())
+                         + ": same group and SeqNum, different call: the odd one out took another path")
+    return html.join(
+        html.heading(f"What a flight-recorder dump would hold at the watchdog ({fmt.duration(t.detected_after_s)} after the fault)"),
+        html.table(("rank", "group", "SeqNum", "newest collective", "elements in → out", "state"), rows),
+        html.heading("What to grep for"), html.code("\n".join(lines), label="log lines"))

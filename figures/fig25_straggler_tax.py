@@ -1,0 +1,123 @@
+"""Figure 25: the straggler tax: a synchronous step waits for the slowest of N ranks."""
+import math
+
+from figures import fmt, svg
+from figures.contract import Button, Readout, Slider, View
+from models import reliability
+
+NUMBER = 25
+TITLE = "The straggler tax"
+CAPTION = (
+    "Top: one step's per-rank times, drawn from the same normal distribution (spread cv = σ/μ), and the step "
+    "itself, which waits for the slowest rank; the shaded band is the average rank's wait. Bottom: that tax against N "
+    "on a log axis, exact (solid) beside the √(2 ln N) rule of thumb (dashed). Raise N without touching the spread "
+    "and the tax still grows; then add one bad card a few percent slow and watch it outweigh everything else."
+)
+
+POWERS_OF_TWO = tuple(2**k for k in range(15))
+CONTROLS = (
+    Slider("N", "World size N", stops=POWERS_OF_TWO, default=4096, format=fmt.gpus),
+    Slider("cv", "Step-time spread cv = σ/μ", min=0, max=0.2, step=0.01, default=0.03, format=fmt.percent),
+    Slider("bad", "One bad card, slower by", stops=(0, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1),
+           default=0, format=lambda v: fmt.percent(v, 0)),
+    Slider("seed", "Random seed", min=1, max=20, step=1, default=1),
+    Button("resample", "Draw another step", press=lambda state: {**state, "seed": state["seed"] % 20 + 1}),
+)
+
+W, LEFT, RIGHT, HIST_TOP, HIST_H, TAX_TOP, TAX_H = 720, 56, 24, 74, 120, 272, 130
+BINS = 48
+HIST_BOTTOM, TAX_BOTTOM = HIST_TOP + HIST_H, TAX_TOP + TAX_H
+
+
+def _nice(span, most):
+    return next(s for s in (0.005, 0.01, 0.02, 0.025, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0) if span / s <= most)
+
+
+def render(state):
+    n, cv, bad = state["N"], state["cv"], state["bad"]
+    step = reliability.sample_step(n, 1.0, cv, seed=state["seed"], bad_slowdown=bad)
+    exact = reliability.expected_max_over_mean(n, cv)
+    rule = reliability.expected_max_normal_asymptotic(n, 1.0, cv)
+    tax = reliability.bad_card_tax(n, cv, bad)
+    healthy_tax = reliability.bad_card_tax(n, cv, 0.0)
+    spread = max(cv, 0.005)
+    lo, hi = 1 - 4.5 * spread, max(1 + 4.6 * spread, step.step_s + spread, rule + spread)
+    px = lambda t: LEFT + (W - LEFT - RIGHT) * (t - lo) / (hi - lo)  # noqa: E731
+    counts = reliability.histogram_counts(step.shown_times_s, lo, hi, BINS)
+    width, tallest = (W - LEFT - RIGHT) / BINS, max(counts)
+    tick = _nice(hi - lo, 8)
+    ticks = [k * tick for k in range(math.ceil((lo - 1) / tick), math.floor((hi - 1) / tick) + 1)]
+    slowest = step.step_s
+    parts = [
+        svg.boxes([(px(1), HIST_TOP - 6, px(max(exact, 1 + tax)) - px(1), HIST_H + 6)], class_="fill-idle svg-faint"),
+        svg.boxes(((LEFT + k * width, HIST_BOTTOM - HIST_H * c / tallest, width - 1, HIST_H * c / tallest)
+                   for k, c in enumerate(counts) if c), class_="fill-forward"),
+        svg.segments([(LEFT, HIST_BOTTOM, W - RIGHT, HIST_BOTTOM)] + [(px(1 + v), HIST_BOTTOM, px(1 + v), HIST_BOTTOM + 4) for v in ticks], class_="svg-axis"),
+        svg.texts(((px(1 + v), HIST_BOTTOM + 16, "μ" if abs(v) < 1e-9 else f"{'+' if v > 0 else '-'}{fmt.percent(abs(v), 1 if tick < 0.01 else 0)}")
+                   for v in ticks), class_="svg-label-soft", text_anchor="middle"),
+        svg.text(W - RIGHT, HIST_BOTTOM + 32, "one rank's step time, relative to the mean μ", class_="svg-label-soft", text_anchor="end"),
+        svg.segments([(px(1), HIST_TOP - 6, px(1), HIST_BOTTOM)], class_="svg-ink", stroke_width=1),
+        svg.segments([(px(exact), HIST_TOP - 20, px(exact), HIST_BOTTOM)], class_="svg-ink", stroke_width=2.5),
+        svg.segments([(px(rule), HIST_TOP - 34, px(rule), HIST_BOTTOM)], class_="svg-ink svg-dash", stroke_width=1.5),
+        _label(px(exact), HIST_TOP - 10, f"E[slowest] = {fmt.decimal(exact, 3)} μ"),
+        _label(px(rule), HIST_TOP - 24, f"μ + σ√(2 ln N) = {fmt.decimal(rule, 3)} μ"),
+        svg.circles([(px(slowest), HIST_BOTTOM - 4, 4.5)], class_="svg-ink-fill"),
+        _label(px(slowest), HIST_BOTTOM - 10, "slowest this step", soft=True),
+        svg.text(6, 14, f"One step on {fmt.count(n)} GPUs" + ("" if n == len(step.shown_times_s) else
+                 f": {fmt.count(len(step.shown_times_s))} ranks drawn one by one, the slowest of the other {fmt.count(n - len(step.shown_times_s))} drawn exactly"),
+                 class_="svg-label"),
+    ]
+    if bad:
+        parts += [svg.circles([(px(step.shown_times_s[0]), HIST_BOTTOM - 18, 5)], class_="fill-warn"),
+                  _label(px(step.shown_times_s[0]), HIST_BOTTOM - 30, f"bad card (+{fmt.percent(bad, 0)})")]
+    parts += _tax_panel(n, cv, bad, tax)
+    drawing = svg.document(W, TAX_BOTTOM + 40, parts, label=f"Per-rank step times of {n} ranks and the straggler tax against N", class_="svg-wide")
+    readouts = (
+        Readout("expected_max_over_mean", "E[slowest] / μ, exact", fmt.decimal(exact, 4), exact),
+        Readout("asymptotic_over_mean", "1 + cv√(2 ln N)", fmt.decimal(rule, 4), rule),
+        Readout("tax_fraction", "Straggler tax", fmt.percent(tax), tax),
+        Readout("healthy_tax", "Tax of healthy ranks alone", fmt.percent(healthy_tax), healthy_tax),
+        Readout("sampled_step", "This step / μ", fmt.decimal(step.step_s, 4), step.step_s),
+    )
+    alt = (f"Histogram of {len(step.shown_times_s)} sampled per-rank step times of {n} ranks with spread {fmt.percent(cv)}; "
+           f"the expected slowest is {fmt.decimal(exact, 3)} times the mean (rule of thumb {fmt.decimal(rule, 3)}), this step "
+           f"{fmt.decimal(step.step_s, 3)}. Below, the tax against N from 1 to 16,384; at N = {n} it is {fmt.percent(tax)}"
+           + (f", set by one bad card {fmt.percent(bad, 0)} slow." if bad > healthy_tax else "."))
+    return View(svg=drawing, readouts=readouts, alt=alt)
+
+
+def _tax_panel(n, cv, bad, tax):
+    curve = reliability.straggler_curve(POWERS_OF_TWO, cv)
+    top = max(0.01, curve[-1][2], bad) * 1.15
+    tick = _nice(top, 5)
+    x = lambda m: LEFT + (W - LEFT - RIGHT - 150) * math.log2(m) / 14  # noqa: E731
+    y = lambda v: TAX_BOTTOM - TAX_H * v / top  # noqa: E731
+    right = x(POWERS_OF_TWO[-1])
+    parts = [
+        svg.text(6, TAX_TOP - 22, "The tax, E[slowest]/μ − 1, against the world size", class_="svg-label"),
+        svg.segments([(LEFT, y(k * tick), right, y(k * tick)) for k in range(int(top / tick) + 1)], class_="svg-axis"),
+        svg.texts(((LEFT - 6, y(k * tick) + 4, fmt.percent(k * tick, 1 if tick < 0.01 else 0)) for k in range(int(top / tick) + 1)),
+                  class_="svg-label-soft", text_anchor="end"),
+        svg.texts(((x(4**k), TAX_BOTTOM + 16, f"{4**k // 1024}K" if k > 4 else 4**k) for k in range(8)), class_="svg-label-soft", text_anchor="middle"),
+        svg.text((LEFT + right) / 2, TAX_BOTTOM + 32, "world size N (GPUs, log scale)", class_="svg-label-soft", text_anchor="middle"),
+        svg.polyline([(x(m), y(e)) for m, e, _ in curve], class_="svg-ink", stroke_width=2.5),
+        svg.polyline([(x(m), y(a)) for m, _, a in curve], class_="svg-ink svg-dash", stroke_width=1.5),
+
+        svg.segments([(x(n), TAX_TOP, x(n), TAX_BOTTOM)], class_="svg-ink", stroke_width=1),
+        svg.circles([(x(n), y(tax), 5)], class_="fill-warn" if bad else "svg-ink-fill"),
+        svg.text(x(n) + (6 if n < 2048 else -6), TAX_TOP + 12, f"N = {fmt.count(n)}: {fmt.percent(tax)}", class_="svg-label svg-halo",
+                 text_anchor="start" if n < 2048 else "end"),
+    ]
+    ends = [(y(curve[-1][1]) + 4, "exact"), (y(curve[-1][2]) + 4, "√(2 ln N) rule")]
+    if bad:
+        parts.append(svg.segments([(LEFT, y(bad), right, y(bad))], class_="stroke-warn", stroke_width=2))
+        ends.append((y(bad) + 4, f"one bad card, +{fmt.percent(bad, 0)}"))
+    parts.append(svg.end_labels(ends, right + 8, floor=TAX_BOTTOM + 4, class_="svg-label"))
+    return parts
+
+
+def _label(x, y, content, soft=False):
+    """A marker's label beside it, on the side with room."""
+    left = x > W - 240
+    return svg.text(x - 6 if left else x + 6, y, content, class_="svg-label-soft svg-halo" if soft else "svg-label svg-halo",
+                    text_anchor="end" if left else "start")
