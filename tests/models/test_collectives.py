@@ -443,15 +443,3 @@ def test_simulate_rejects_nonsense(args, kwargs, name):
     assert str(err.value).startswith(name)
 
 
-def test_performance_budget():
-    values = [[float(r * 8 + c) for c in range(8)] for r in range(8)]
-    t0 = time.perf_counter()
-    for _ in range(50):
-        C.simulate("allreduce", values)
-    per_sim = (time.perf_counter() - t0) / 50
-    t0 = time.perf_counter()
-    for _ in range(2000):
-        C.time_s("allreduce", 1e9, 64, alpha_s=1e-5, bandwidth_bytes_per_s=1e11)
-    per_time = (time.perf_counter() - t0) / 2000
-    assert per_sim < 5e-3  # well under a frame even at Pyodide's ~3x slowdown
-    assert per_time < 1e-4

@@ -207,15 +207,6 @@ def test_sp_moves_same_bytes_as_tp(b, s, h, t, bpe):
     assert plain.wire_bytes_per_rank < 4 * 2 * plain.collectives[0].message_bytes
 
 
-def test_small_demo_is_fast():
-    import time
-    x, a, b = tp.random_matrix(4, 8, 0), tp.random_matrix(8, 32, 1), tp.random_matrix(32, 8, 2)
-    start = time.perf_counter()
-    for _ in range(20):
-        tp.tensor_parallel_mlp(x, a, b, 4)
-    assert (time.perf_counter() - start) / 20 < 5e-3
-
-
 # ---- Figure 11: one block step by step, both orders ---------------------------------------------
 
 def _np_demo(block, seed):
