@@ -45,3 +45,27 @@ def _three_significant(value):
     if value >= 1:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
+
+
+def seconds(value):
+    """A duration to three significant figures in the unit that suits it, no trailing zeros:
+    1.75e-2 -> "17.5 ms", 1.4e-4 -> "140 µs", 1e-3 -> "1 ms", 12.3 -> "12.3 s", 0 -> "0 s"."""
+    return _scaled(value, ((1.0, "s"), (1e-3, "ms"), (1e-6, "\u00b5s"), (1e-9, "ns")))
+
+
+def data_size(num_bytes):
+    """Bytes in decimal units to three significant figures: 1e3 -> "1 kB", 1.75e9 -> "1.75 GB",
+    875e6 -> "875 MB", 1e10 -> "10 GB" (steps of 10^3, as buffer sizes and link rates are quoted)."""
+    return _scaled(num_bytes, ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")))
+
+
+def _scaled(value, units):
+    """``value`` in the largest of ``units`` ((scale, name), largest first) that keeps it >= 1
+    after rounding to three significant figures (so 999.96 µs reads "1 ms", not "1000 µs")."""
+    if value == 0:
+        return "0 " + next(unit for scale, unit in units if scale == 1.0)
+    for scale, unit in units:
+        rounded = float(f"{value / scale:.3g}")
+        if abs(rounded) >= 1 or scale == units[-1][0]:
+            return f"{rounded:g} {unit}"

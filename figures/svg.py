@@ -162,3 +162,60 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
     data = "".join([(f"M%s {lane}.5h{length}" * len(starts)) % tuple(starts) for lane, length, starts in rows])
     transform = f"translate({decimal(float(x))} {decimal(float(y))}) scale({x_scale:.6g} {decimal(float(lane_height))})"
     return _path(data, transform=transform, fill="none", stroke_width=fill_ratio, **attributes)
+
+
+def hit_areas(items, **attributes):
+    """Clickable rectangles over a drawing, one ``<rect>`` each: ``items`` are
+    ``(x, y, width, height, data_set)`` or ``(x, y, width, height, data_set, label)``.
+    A click (or Enter) applies ``data_set`` ("rank=5", "rank=5,axis=tp") to the figure's
+    state. Items with a label also get ``tabindex="0"``, ``role="button"`` and that
+    ``aria-label``: give labels only when they are few (each is a tab stop); the same
+    states must be reachable through a normal control anyway. Style them with a class
+    (``svg-hit`` is transparent and shows a pointer)."""
+    shared = _attrs(attributes)
+    parts = []
+    for item in items:
+        x, y, w, h, data_set = item[:5]
+        focus = f' tabindex="0" role="button" aria-label="{_escape(item[5])}"' if len(item) > 5 else ""
+        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" data-set="{_escape(data_set)}"{focus}{shared}/>')
+    return "".join(parts)
+
+
+def polyline(points, **attributes):
+    """Connected straight lines through ``(x, y)`` points as ONE ``<path>`` (a curve on a chart)."""
+    data = "L".join(f"{x:.2f} {y:.2f}" for x, y in points)
+    return _path("M" + data if data else "", fill="none", **attributes)
+
+
+def arrows(items, *, head=5.0, **attributes):
+    """Straight arrows ``(x1, y1, x2, y2)``, head at the second point, as ONE ``<path>``
+    (style it like a line). Arrows shorter than their head are drawn as heads only."""
+    data = []
+    for x1, y1, x2, y2 in items:
+        length = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5 or 1.0
+        ux, uy = (x2 - x1) / length, (y2 - y1) / length  # unit vector along the arrow
+        bx, by = x2 - ux * head, y2 - uy * head  # base of the head
+        data.append(f"M{x1:.2f} {y1:.2f}L{x2:.2f} {y2:.2f}M{bx - uy * head * 0.6:.2f} {by + ux * head * 0.6:.2f}"
+                    f"L{x2:.2f} {y2:.2f}L{bx + uy * head * 0.6:.2f} {by - ux * head * 0.6:.2f}")
+    return _path("".join(data), fill="none", **attributes)
+
+
+def group(parts, **attributes):
+    """Markup made by this module wrapped in one ``<g>`` (e.g. to mute a whole panel by a class)."""
+    return f"<g{_attrs(attributes)}>{''.join(parts)}</g>"
+
+
+def arcs(items, *, head=5.0, **attributes):
+    """Arrows that bow upwards from ``(x1, y)`` to ``(x2, y)`` peaking ``height`` above ``y``
+    (items ``(x1, x2, y, height)``), head at the second point, as ONE ``<path>``: links
+    between columns that must not run across what lies between them."""
+    data = []
+    for x1, x2, y, height in items:
+        mx, cy = (x1 + x2) / 2, y - 2 * height  # control point: the curve peaks at y - height
+        tx, ty = x2 - mx, y - cy  # tangent at the end
+        length = (tx * tx + ty * ty) ** 0.5 or 1.0
+        ux, uy = tx / length, ty / length
+        bx, by = x2 - ux * head, y - uy * head
+        data.append(f"M{x1:.2f} {y:.2f}Q{mx:.2f} {cy:.2f} {x2:.2f} {y:.2f}M{bx - uy * head * 0.6:.2f} {by + ux * head * 0.6:.2f}"
+                    f"L{x2:.2f} {y:.2f}L{bx + uy * head * 0.6:.2f} {by - ux * head * 0.6:.2f}")
+    return _path("".join(data), fill="none", **attributes)
