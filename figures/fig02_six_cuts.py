@@ -6,13 +6,13 @@ from models import cuts, strategies
 NUMBER = 2
 TITLE = "One step, six cuts"
 CAPTION = (
-    "Each panel is the same training step: layers run left to right, tokens top to bottom (four "
-    "sequences), and the strip beneath is the state every layer keeps between steps (weights, gradients, "
+    "Each panel is the same training step: layers run left to right, tokens top to bottom (lines "
+    "between sequences), and the strip beneath is the state every layer keeps between steps (weights, gradients, "
     "optimizer moments: 16 bytes per parameter). The darker part is what one device keeps after the cut; "
     "purple marks are where its collective fires. Choose a cut (or click its panel) and a degree, and "
     "compare. Bytes sent count what one device puts on the wire in one optimizer step (bf16, ring "
     "algorithms; for the pipeline an interior stage), with a step of 8 microbatches of one 4,096-token "
-    "sequence per model replica and the hidden size from parameters = 12 x layers x hidden^2."
+    "sequence per model replica and the hidden size from parameters \u2248 12 \u00d7 layers \u00d7 hidden\u00b2."
 )
 
 PARAMS = tuple(int(b * 1e9) for b in (1, 2, 5, 7, 7.5, 10, 13, 20, 50, 70, 100, 175, 200, 405, 500, 1000))
@@ -92,7 +92,8 @@ def render(state):
     parts.append(svg.hit_areas(((x, y, PANEL_W, PANEL_H, f"cut={cut}", f"show the {cuts.CUT_LABELS[cut]} cut")
                                 for cut, (x, y) in corner.items()), class_="svg-hit"))
     drawing = svg.document(3 * PANEL_W + 2 * GAP, 2 * PANEL_H + GAP, parts,
-                           label=f"One training step cut six ways at degree {d}; the {cuts.CUT_LABELS[chosen]} cut is chosen")
+                           label=f"One training step cut six ways at degree {d}; the {cuts.CUT_LABELS[chosen]} cut is chosen",
+                           class_="svg-min")
     step, card = steps[chosen], strategies.card(cuts.CARD_KEYS[chosen])
     readouts = (
         Readout("model_state_bytes_per_device", "model state per device", fmt.gigabytes(step.model_state_bytes),

@@ -190,14 +190,17 @@ def polyline(points, **attributes):
 def arrows(items, *, head=5.0, **attributes):
     """Straight arrows ``(x1, y1, x2, y2)``, head at the second point, as ONE ``<path>``
     (style it like a line). Arrows shorter than their head are drawn as heads only."""
-    data = []
-    for x1, y1, x2, y2 in items:
-        length = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5 or 1.0
-        ux, uy = (x2 - x1) / length, (y2 - y1) / length  # unit vector along the arrow
-        bx, by = x2 - ux * head, y2 - uy * head  # base of the head
-        data.append(f"M{x1:.2f} {y1:.2f}L{x2:.2f} {y2:.2f}M{bx - uy * head * 0.6:.2f} {by + ux * head * 0.6:.2f}"
-                    f"L{x2:.2f} {y2:.2f}L{bx + uy * head * 0.6:.2f} {by - ux * head * 0.6:.2f}")
+    data = [f"M{x1:.2f} {y1:.2f}L{x2:.2f} {y2:.2f}" + _arrow_head(x2, y2, x2 - x1, y2 - y1, head) for x1, y1, x2, y2 in items]
     return _path("".join(data), fill="none", **attributes)
+
+
+def _arrow_head(x, y, dx, dy, head):
+    """Path commands of an open arrowhead ``head`` long at (x, y), pointing along (dx, dy)."""
+    length = (dx * dx + dy * dy) ** 0.5 or 1.0
+    ux, uy = dx / length, dy / length
+    bx, by = x - ux * head, y - uy * head  # the middle of the head's base
+    return (f"M{bx - uy * head * 0.6:.2f} {by + ux * head * 0.6:.2f}L{x:.2f} {y:.2f}"
+            f"L{bx + uy * head * 0.6:.2f} {by - ux * head * 0.6:.2f}")
 
 
 def group(parts, **attributes):
@@ -212,10 +215,5 @@ def arcs(items, *, head=5.0, **attributes):
     data = []
     for x1, x2, y, height in items:
         mx, cy = (x1 + x2) / 2, y - 2 * height  # control point: the curve peaks at y - height
-        tx, ty = x2 - mx, y - cy  # tangent at the end
-        length = (tx * tx + ty * ty) ** 0.5 or 1.0
-        ux, uy = tx / length, ty / length
-        bx, by = x2 - ux * head, y - uy * head
-        data.append(f"M{x1:.2f} {y:.2f}Q{mx:.2f} {cy:.2f} {x2:.2f} {y:.2f}M{bx - uy * head * 0.6:.2f} {by + ux * head * 0.6:.2f}"
-                    f"L{x2:.2f} {y:.2f}L{bx + uy * head * 0.6:.2f} {by - ux * head * 0.6:.2f}")
+        data.append(f"M{x1:.2f} {y:.2f}Q{mx:.2f} {cy:.2f} {x2:.2f} {y:.2f}" + _arrow_head(x2, y, x2 - mx, y - cy, head))
     return _path("".join(data), fill="none", **attributes)

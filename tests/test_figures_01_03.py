@@ -196,3 +196,25 @@ def test_durations_and_sizes_read_in_their_units():
         ["17.5 ms", "140 \u00b5s", "2.5 ns", "12.3 s", "0 s", "1 ms"]
     assert [fmt.data_size(x) for x in (1e3, 1.75e9, 875e6, 10, 2e10, 0, 999_999)] == \
         ["1 kB", "1.75 GB", "875 MB", "10 B", "20 GB", "0 B", "1 MB"]
+
+
+# --------------------------------------------------------------------------- drawing helpers they added
+
+def test_hit_areas_write_one_clickable_rect_each_and_tab_stops_only_when_labelled():
+    from figures import svg
+    markup = "<svg>" + svg.hit_areas([(0, 0, 10, 10, "rank=1"), (10, 0, 10, 10, "rank=2", "follow rank 2")], class_="svg-hit") + "</svg>"
+    rects = ET.fromstring(markup).findall("rect")
+    assert [r.get("data-set") for r in rects] == ["rank=1", "rank=2"]
+    assert [r.get("tabindex") for r in rects] == [None, "0"] and rects[1].get("aria-label") == "follow rank 2"
+    assert all(r.get("class") == "svg-hit" for r in rects)
+
+
+def test_arrows_arcs_and_polylines_are_one_path_each():
+    from figures import svg
+    arrows = ET.fromstring(svg.arrows([(0, 0, 10, 0), (0, 5, 0, 15)], head=4)).get("d")
+    assert arrows.startswith("M0.00 0.00L10.00 0.00M6.00 2.40L10.00 0.00L6.00 -2.40M")  # shaft, then head at the tip
+    assert arrows.count("M") == 4
+    arcs = ET.fromstring(svg.arcs([(0, 40, 50, 10)], head=4)).get("d")
+    assert arcs.startswith("M0.00 50.00Q20.00 30.00 40.00 50.00")  # peaks 10 above y
+    assert ET.fromstring(svg.polyline([(0, 1), (2, 3)])).get("d") == "M0.00 1.00L2.00 3.00"
+    assert svg.group(["<path/>"], class_="svg-muted") == '<g class="svg-muted"><path/></g>'
