@@ -47,39 +47,40 @@ def _three_significant(value):
     return f"{value:.3g}"
 
 
+
 def data_size(num_bytes):
-    """Bytes in decimal units, three significant figures: 6.7108864e7 -> "67.1 MB"."""
-    value = float(num_bytes)
-    for threshold, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
-        if abs(value) >= threshold:
-            return f"{_three_significant(value / threshold)} {suffix}"
-    return f"{value:.0f} B"
+    """Bytes in decimal units to three significant figures: 1e3 -> "1 kB", 1.75e9 -> "1.75 GB",
+    6.7108864e7 -> "67.1 MB", 1e10 -> "10 GB" (steps of 10^3, as buffer sizes and link rates are quoted)."""
+    return _scaled(num_bytes, ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")))
+
+
+def duration(seconds):
+    """A span of time to three significant figures, in the unit that reads best:
+    2.88e-4 -> "288 µs", 0.0153 -> "15.3 ms", 52.4 -> "52.4 s", 490 -> "8.17 min",
+    5400 -> "90 min", 2.6e5 -> "3.01 d"; 0 -> "0 s". Seconds up to two minutes, minutes up
+    to two hours, hours up to two days."""
+    value = float(seconds)
+    if abs(value) < 120:
+        return _scaled(value, ((1.0, "s"), (1e-3, "ms"), (1e-6, "\u00b5s"), (1e-9, "ns")))
+    for limit, scale, unit in ((7200, 60, "min"), (172800, 3600, "h"), (float("inf"), 86400, "d")):
+        if abs(value) < limit:
+            return f"{float(f'{value / scale:.3g}'):g} {unit}"
+
+
+def _scaled(value, units):
+    """``value`` in the largest of ``units`` ((scale, name), largest first) that keeps it >= 1
+    after rounding to three significant figures (so 999.96 µs reads "1 ms", not "1000 µs")."""
+    if value == 0:
+        return "0 " + next(unit for scale, unit in units if scale == 1.0)
+    for scale, unit in units:
+        rounded = float(f"{value / scale:.3g}")
+        if abs(rounded) >= 1 or scale == units[-1][0]:
+            return f"{rounded:g} {unit}"
 
 
 def scientific(value, digits=2):
     """A tiny or plain number: 4.44e-16 -> "4.4e-16", 2.36 -> "2.4"."""
     return f"{value:.{digits}g}"
-
-
-def duration(seconds):
-    """A span of time, three significant figures, in the unit that reads best:
-    2.88e-4 -> "288 µs", 0.0153 -> "15.3 ms", 52.4 -> "52.4 s", 490 -> "8.17 min",
-    5400 -> "1.5 h", 2.6e5 -> "3.01 d"; 0 -> "0 s"."""
-    value = float(seconds)
-    if value == 0:
-        return "0 s"
-    for limit, scale, unit in ((1e-3, 1e6, "µs"), (1, 1e3, "ms"), (120, 1, "s"), (7200, 1 / 60, "min"), (172800, 1 / 3600, "h")):
-        if abs(value) < limit:
-            return f"{_significant(value * scale)} {unit}"
-    return f"{_significant(value / 86400)} d"
-
-
-def _significant(value):
-    """Three significant figures without an exponent or trailing zeros: 8.1666 -> "8.17", 1.50 -> "1.5", 288.4 -> "288"."""
-    text = f"{value:.3g}"
-    if "e" in text:
-        text = f"{value:.0f}"
-    return text
 
 
 def count(value):

@@ -212,10 +212,17 @@ def arrows(items, *, head=7.0, offset=0.0, **attributes):
         length = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5 or 1.0
         ux, uy = (x2 - x1) / length, (y2 - y1) / length
         x1, y1, x2, y2 = x1 - uy * offset, y1 + ux * offset, x2 - uy * offset, y2 + ux * offset
-        back_x, back_y = x2 - ux * head, y2 - uy * head
-        data.append(f"M{x1:.2f} {y1:.2f}L{x2:.2f} {y2:.2f}M{back_x - uy * head * 0.5:.2f} {back_y + ux * head * 0.5:.2f}"
-                    f"L{x2:.2f} {y2:.2f}L{back_x + uy * head * 0.5:.2f} {back_y - ux * head * 0.5:.2f}")
+        data.append(f"M{x1:.2f} {y1:.2f}L{x2:.2f} {y2:.2f}" + _arrow_head(x2, y2, x2 - x1, y2 - y1, head))
     return _path("".join(data), fill="none", stroke_linecap="round", stroke_linejoin="round", **attributes)
+
+
+def _arrow_head(x, y, dx, dy, head):
+    """Path commands of an open arrowhead ``head`` long at (x, y), pointing along (dx, dy)."""
+    length = (dx * dx + dy * dy) ** 0.5 or 1.0
+    ux, uy = dx / length, dy / length
+    back_x, back_y = x - ux * head, y - uy * head  # the middle of the head's base
+    return (f"M{back_x - uy * head * 0.5:.2f} {back_y + ux * head * 0.5:.2f}L{x:.2f} {y:.2f}"
+            f"L{back_x + uy * head * 0.5:.2f} {back_y - ux * head * 0.5:.2f}")
 
 
 def end_labels(items, x, *, gap=14.0, floor=None, **attributes):
@@ -226,3 +233,34 @@ def end_labels(items, x, *, gap=14.0, floor=None, **attributes):
         placed.append((max(y, placed[-1][0] + gap) if placed else y, content))
     lift = max(0.0, placed[-1][0] - floor) if placed and floor is not None else 0.0
     return texts(((x, y - lift, content) for y, content in placed), **attributes)
+def hit_areas(items, **attributes):
+    """Clickable rectangles over a drawing, one ``<rect>`` each: ``items`` are
+    ``(x, y, width, height, data_set)`` or ``(x, y, width, height, data_set, label)``.
+    A click (or Enter) applies ``data_set`` ("rank=5", "rank=5,axis=tp") to the figure's
+    state. Items with a label also get ``tabindex="0"``, ``role="button"`` and that
+    ``aria-label``: give labels only when they are few (each is a tab stop); the same
+    states must be reachable through a normal control anyway. Style them with a class
+    (``svg-hit`` is transparent and shows a pointer)."""
+    shared = _attrs(attributes)
+    parts = []
+    for item in items:
+        x, y, w, h, data_set = item[:5]
+        focus = f' tabindex="0" role="button" aria-label="{_escape(item[5])}"' if len(item) > 5 else ""
+        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" data-set="{_escape(data_set)}"{focus}{shared}/>')
+    return "".join(parts)
+
+
+def group(parts, **attributes):
+    """Markup made by this module wrapped in one ``<g>`` (e.g. to mute a whole panel by a class)."""
+    return f"<g{_attrs(attributes)}>{''.join(parts)}</g>"
+
+
+def arcs(items, *, head=5.0, **attributes):
+    """Arrows that bow upwards from ``(x1, y)`` to ``(x2, y)`` peaking ``height`` above ``y``
+    (items ``(x1, x2, y, height)``), head at the second point, as ONE ``<path>``: links
+    between columns that must not run across what lies between them."""
+    data = []
+    for x1, x2, y, height in items:
+        mx, cy = (x1 + x2) / 2, y - 2 * height  # control point: the curve peaks at y - height
+        data.append(f"M{x1:.2f} {y:.2f}Q{mx:.2f} {cy:.2f} {x2:.2f} {y:.2f}" + _arrow_head(x2, y, x2 - mx, y - cy, head))
+    return _path("".join(data), fill="none", **attributes)

@@ -399,7 +399,7 @@ def _freeze(grid):
     return tuple(tuple(row) for row in grid)
 
 
-def simulate(op, values, *, root=0, peer=None):
+def simulate(op, values, *, root=0, peer=None, algorithm="ring"):
     """Chunk-level simulation of one collective; returns a ``Simulation``.
 
     ``values[r]`` is rank r's input, a list of numbers:
@@ -416,10 +416,12 @@ def simulate(op, values, *, root=0, peer=None):
     slot i = rank i's chunk j; (All)Gather slot r = rank r's shard; Broadcast/Scatter copies of the
     root's chunks. Reductions add in ring/chain order, so floats may differ from another summation
     order in the last bits.
+    ``algorithm="tree"`` runs the log-step algorithms of ``time_s`` instead (see ``_tree_schedule``).
     """
     choice("op", op, OPS)
     ranks, chunks = _check_values(op, values)
     root = _check_rank("root", root, ranks)
+    schedule = _tree_schedule(op, ranks, chunks, root, algorithm)
     if op == "sendrecv" and ranks > 1:
         peer = (root + 1) % ranks if peer is None else _check_rank("peer", peer, ranks)
         if peer == root:
@@ -427,7 +429,7 @@ def simulate(op, values, *, root=0, peer=None):
     state, sources = _initial(op, values, ranks, root)
     initial_state, initial_sources = _freeze(state), _freeze(sources)
     steps = []
-    for moves in _schedule(op, ranks, chunks, root, peer):
+    for moves in _schedule(op, ranks, chunks, root, peer) if schedule is None else schedule:
         # All sends of a step read the buffers as they were before the step (simultaneous).
         transfers = tuple(
             Transfer(src, dst, c, slot, state[src][c], reduced) for src, dst, c, slot, reduced in moves
@@ -448,7 +450,8 @@ def simulate(op, values, *, root=0, peer=None):
                 state[t.dst][t.slot] = t.value
                 sources[t.dst][t.slot] = srcs
         steps.append(Step(transfers, _freeze(state), _freeze(sources)))
-    return Simulation(op, ranks, root, _SIM_ALGORITHM[op], initial_state, initial_sources, tuple(steps))
+    return Simulation(op, ranks, root, _SIM_ALGORITHM[op] if schedule is None else _TREE_SIM_ALGORITHM[op],
+                      initial_state, initial_sources, tuple(steps))
 
 
 def _check_rank(name, value, ranks):
@@ -498,3 +501,110 @@ def expected_final_state(op, values, *, root=0, peer=None):
     else:  # sendrecv
         state[peer] = list(values[root])
     return _freeze(state)
+
+
+# ---------------------------------------------------------------------------------------------
+# Log-step ("tree") algorithms for the simulation, and the alpha-beta time split in two
+# ---------------------------------------------------------------------------------------------
+
+TREE_SIMULATED_OPS = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce")
+_TREE_SIM_ALGORITHM = {
+    "allreduce": "binomial",  # binomial reduce to the root, then binomial broadcast
+    "reducescatter": "recursive_halving",
+    "allgather": "recursive_doubling",
+    "broadcast": "binomial",
+    "reduce": "binomial",
+}
+
+
+def _binomial_broadcast(ranks, chunks, root):
+    # Step k: every rank within 2^k of the root (relative rank < 2^k) sends the whole buffer
+    # 2^k further on; ceil(lg p) steps (MPICH binomial broadcast, Thakur et al. 2005 Sec. 3.2).
+    for k in range(_ceil_log2(ranks)):
+        d = 1 << k
+        yield [((root + rel) % ranks, (root + rel + d) % ranks, c, c, False)
+               for rel in range(min(d, ranks - d)) for c in range(chunks)]
+
+
+def _binomial_reduce(ranks, chunks, root):
+    # Mirror image: at step k the ranks at relative position d (mod 2d), d = 2^k, add their
+    # partial sums into the rank d below them (MPICH binomial reduce, Thakur et al. 2005 Sec. 4).
+    for k in range(_ceil_log2(ranks)):
+        d = 1 << k
+        yield [((root + rel) % ranks, (root + rel - d) % ranks, c, c, True)
+               for rel in range(d, ranks, 2 * d) for c in range(chunks)]
+
+
+def _recursive_halving(ranks):
+    # Partners at distance d = p/2, p/4, ..., 1 swap halves of the chunks they still share and
+    # add what they receive; rank r keeps the half holding chunk r (Thakur et al. 2005 Sec. 3.3).
+    d = ranks // 2
+    while d:
+        yield [(r, r ^ d, c, c, True) for r in range(ranks)
+               for c in range(ranks) if c // (2 * d) == r // (2 * d) and c & d == (r ^ d) & d]
+        d //= 2
+
+
+def _recursive_doubling(ranks):
+    # Partners at distance d = 1, 2, 4, ... swap every chunk they hold, doubling it each step
+    # (Thakur et al. 2005 Sec. 3.1).
+    d = 1
+    while d < ranks:
+        yield [(r, r ^ d, c, c, False) for r in range(ranks) for c in range(ranks) if c // d == r // d]
+        d *= 2
+
+
+def _tree_schedule(op, ranks, chunks, root, algorithm):
+    """The moves of ``algorithm="tree"`` (None for "ring"): the log-step algorithms whose cost
+    ``time_s`` gives for "tree". AllReduce is drawn as a binomial reduce then a binomial
+    broadcast, 2 ceil(lg p) steps like NCCL's double binary tree (which splits the buffer over
+    two such trees so every link carries half; Jeaugey 2019). Recursive halving and doubling
+    need a power-of-two rank count; Bruck's All-to-All and the rooted scatter/gather trees
+    move blocks through intermediate ranks and are not simulated."""
+    choice("algorithm", algorithm, ALGORITHMS)
+    if algorithm == "ring":
+        return None
+    if op not in TREE_SIMULATED_OPS:
+        raise ValueError(f"algorithm='tree' is simulated for {', '.join(TREE_SIMULATED_OPS)} only, got op={op!r}")
+    if op in ("reducescatter", "allgather") and ranks & (ranks - 1):
+        raise ValueError(f"values must come from a power-of-two number of ranks for the tree {op}, got {ranks}")
+    if op == "broadcast":
+        return list(_binomial_broadcast(ranks, chunks, root))
+    if op == "reduce":
+        return list(_binomial_reduce(ranks, chunks, root))
+    if op == "allreduce":
+        return list(_binomial_reduce(ranks, chunks, root)) + list(_binomial_broadcast(ranks, chunks, root))
+    return list(_recursive_halving(ranks) if op == "reducescatter" else _recursive_doubling(ranks))
+
+
+@dataclass(frozen=True)
+class CostSplit:
+    """``time_s`` of one collective split into its alpha and beta terms, with what they count."""
+
+    steps: int  # sequential message steps, each paying alpha once
+    latency_s: float  # steps * alpha
+    bandwidth_s: float  # link_bytes / bandwidth
+    time_s: float  # latency_s + bandwidth_s, equal to time_s(...)
+    link_bytes: float  # bytes through the busiest rank's link in one direction
+    latency_share: float  # latency_s / time_s (0 when nothing moves)
+    bus_factor: float  # nccl-tests busbw / algbw for this op and rank count
+    busbw_bytes_per_s: float  # nbytes / time_s * bus_factor: what nccl-tests would report
+
+
+def cost_split(op, nbytes, ranks, *, alpha_s, bandwidth_bytes_per_s, algorithm="ring"):
+    """``time_s`` as latency part + bandwidth part (Hockney's alpha-beta model, Thakur et al. 2005:
+    T = steps * alpha + factor * n / beta; steps and factors as in ``time_s``), plus the bus
+    bandwidth nccl-tests would report for that time (doc/PERFORMANCE.md: busbw = n / t * factor)."""
+    total = time_s(op, nbytes, ranks, alpha_s=alpha_s, bandwidth_bytes_per_s=bandwidth_bytes_per_s,
+                   algorithm=algorithm)
+    ranks = _check_op_ranks(op, ranks)
+    if ranks == 1:
+        steps, factor = 0, 0.0
+    else:
+        steps, factor = _latency_steps(op, ranks, algorithm), _bandwidth_factor(op, ranks, algorithm)
+    latency = steps * float(alpha_s)
+    bandwidth = factor * (float(nbytes) / float(bandwidth_bytes_per_s))  # the same operations as time_s
+    bus = bus_factor(op, ranks)
+    return CostSplit(steps, latency, bandwidth, latency + bandwidth, factor * float(nbytes),
+                     latency / total if total > 0 else 0.0, bus,
+                     float(nbytes) / total * bus if total > 0 else 0.0)

@@ -956,3 +956,36 @@ def straggler_curve(world_sizes, cv):
     non_negative("cv", cv)
     return tuple((positive_int("world_sizes", n), cv * standard_max_mean(n), cv * math.sqrt(2.0 * math.log(n)))
                  for n in world_sizes)
+# ---- one rank skips a collective (Figure 01) ---------------------------------------------------
+
+@dataclass(frozen=True)
+class SkippedCollective:
+    """What a skipped collective does to its group: the members that entered it wait forever."""
+
+    group: tuple  # the collective's ranks, sorted
+    skipper: int  # the rank whose branch skipped the call
+    blocked: tuple  # every other member: parked inside a call that can never complete
+    watchdog_at_s: float  # when the waiting ranks' watchdog kills the job (after entering at 0 s)
+
+
+def skipped_collective(group, skipper, *, timeout_s=DEFAULT_NCCL_TIMEOUT_S):
+    """A rank that skips a collective its group enters (the article's "Hangs, not crashes"): the call
+    completes only when every member has entered it, so the others park in it and nothing moves
+    until PyTorch's NCCL watchdog fires ``timeout_s`` later (ProcessGroupNCCL, default 10 min).
+    The same answer ``simulate_collectives`` gives for a one-call program the skipper leaves out,
+    without enumerating the group once per member (groups of the Figure 01 mesh reach 256 ranks)."""
+    try:
+        members = tuple(sorted(group))
+    except TypeError:
+        raise ValueError(f"group must be a collection of ranks, got {group!r}") from None
+    if not members or len(set(members)) != len(members):
+        raise ValueError(f"group must list distinct ranks, got {group!r}")
+    for r in members:
+        non_negative_int("group", r)
+    if isinstance(skipper, bool) or skipper not in members:
+        raise ValueError(f"skipper must be a member of group, got {skipper!r}")
+    positive("timeout_s", timeout_s)
+    return SkippedCollective(members, skipper, tuple(r for r in members if r != skipper), float(timeout_s))
+
+
+__all__ += ["SkippedCollective", "skipped_collective"]

@@ -1,0 +1,123 @@
+"""Figure 02: one training step, cut six ways -- what one device keeps, what it sends, and when."""
+from figures import fmt, html, svg
+from figures.contract import Readout, Select, Slider, View
+from models import cuts, strategies
+
+NUMBER = 2
+TITLE = "One step, six cuts"
+CAPTION = (
+    "Each panel is the same training step: layers run left to right, tokens top to bottom (lines "
+    "between sequences), and the strip beneath is the state every layer keeps between steps (weights, gradients, "
+    "optimizer moments: 16 bytes per parameter). The darker part is what one device keeps after the cut; "
+    "purple marks are where its collective fires. Choose a cut (or click its panel) and a degree, and "
+    "compare. Bytes sent count what one device puts on the wire in one optimizer step (bf16, ring "
+    "algorithms; for the pipeline an interior stage), with a step of 8 microbatches of one 4,096-token "
+    "sequence per model replica and the hidden size from parameters \u2248 12 \u00d7 layers \u00d7 hidden\u00b2."
+)
+
+PARAMS = tuple(int(b * 1e9) for b in (1, 2, 5, 7, 7.5, 10, 13, 20, 50, 70, 100, 175, 200, 405, 500, 1000))
+CONTROLS = (
+    Select("cut", "Cut", options=tuple((c, cuts.CUT_LABELS[c]) for c in cuts.CUTS), default="data"),
+    Slider("degree", "Degree", stops=(2, 4, 8, 16, 32, 64), default=8),
+    Slider("params", "Parameters", stops=PARAMS, default=7_000_000_000, format=fmt.si_count),
+    Slider("layers", "Layers", stops=(8, 16, 24, 32, 40, 48, 64, 80, 96, 128), default=32),
+)
+
+AXIS_COLOUR = {"data": "dp", "zero": "zero", "tensor": "tp", "pipeline": "pp", "context": "cp", "expert": "ep"}
+TABLE_ROW = {"data": "DDP", "zero": "FSDP / ZeRO-3", "tensor": "Tensor", "pipeline": "Pipeline",
+             "context": "Context", "expert": "Expert"}  # strategies.COMPARISON_ROWS, by strategy
+PANEL_W, PANEL_H, GAP, BLOCK_W, BLOCK_H, STRIP_H, SEQUENCES, MAX_MARKS = 232, 190, 12, 216, 80, 12, 4, 16
+
+
+def constrain(state):
+    """A pipeline stage needs at least one layer: degree <= layers."""
+    if state["cut"] == "pipeline" and state["degree"] > state["layers"]:
+        state["degree"] = max(d for d in CONTROLS[1].stops if d <= state["layers"])
+    return state
+
+
+def _step(cut, state):
+    try:
+        return cuts.step_cut(cut, state["params"], state["layers"], state["degree"])
+    except ValueError as error:  # the pipeline at more stages than layers
+        return str(error)
+
+
+def _panel(cut, d, layers, x, y, chosen, step):
+    """One cut: the step block and state strip, the part device 0 keeps, where the collective fires."""
+    bx, by, lw = x + 8, y + 30, BLOCK_W / layers
+    sy, band = by + BLOCK_H + 14, BLOCK_H / SEQUENCES
+    every = max(1, -(-layers // MAX_MARKS))  # thin the per-layer marks to at most MAX_MARKS
+    keep, cut_lines, marks = [], [], []
+    if cut in ("data", "zero"):  # device 0 keeps 1/d of the batch; zero also 1/d of the state
+        keep += [(bx, by, BLOCK_W, BLOCK_H / d), (bx, sy, BLOCK_W, STRIP_H / (d if cut == "zero" else 1))]
+        cut_lines += [(bx, by + k * BLOCK_H / d, bx + BLOCK_W, by + k * BLOCK_H / d) for k in range(1, d) if BLOCK_H / d >= 3]
+        marks += [(bx + BLOCK_W + 3, sy + 4)] if cut == "data" else [(bx + (l + 0.5) * lw - 2, sy - 9) for l in range(0, layers, every)]
+    elif cut == "tensor":  # a 1/d sliver of every layer's matrices and state
+        keep += [(bx + l * lw, top, lw / d, h) for l in range(layers) for top, h in ((by, BLOCK_H), (sy, STRIP_H))]
+        marks += [(bx + (l + 0.5) * lw - 2, by - 7) for l in range(0, layers, every)]
+    elif cut == "pipeline":  # the first 1/d of the layers, and their state
+        keep += [(bx, by, BLOCK_W / d, BLOCK_H), (bx, sy, BLOCK_W / d, STRIP_H)]
+        cut_lines += [(bx + k * BLOCK_W / d, by - 2, bx + k * BLOCK_W / d, sy + STRIP_H + 2) for k in range(1, d)]
+        marks += [(bx + k * BLOCK_W / d - 2, by + BLOCK_H / 2 - 2) for k in range(1, d, max(1, -(-d // 16)))]
+    elif cut == "context":  # 1/d of every sequence's tokens; the whole state
+        keep += [(bx, by + q * band, BLOCK_W, band / d) for q in range(SEQUENCES)] + [(bx, sy, BLOCK_W, STRIP_H)]
+        marks += [(bx + (l + 0.25) * lw - 2, by - 7) for l in range(0, layers, every)]
+    else:  # expert: every attention half, 1/d of every layer's experts
+        keep += [(bx + l * lw + part, top, lw / 2 / (d if part else 1), h)
+                 for l in range(layers) for part in (0, lw / 2) for top, h in ((by, BLOCK_H), (sy, STRIP_H))]
+        marks += [(bx + (l + 0.75) * lw - 2, by - 7) for l in range(0, layers, every)]
+    colour = AXIS_COLOUR[cut] if chosen else "idle"
+    what, when = (step.what, step.when) if not isinstance(step, str) else ("not possible here:", "more stages than layers")
+    parts = [
+        svg.boxes(((bx, by, BLOCK_W, BLOCK_H), (bx, sy, BLOCK_W, STRIP_H)), class_=f"fill-{colour}", fill_opacity="0.22"),
+        svg.segments([(bx, by + q * band, bx + BLOCK_W, by + q * band) for q in range(1, SEQUENCES)]
+                     + [(bx + l * lw, sy, bx + l * lw, sy + STRIP_H) for l in range(1, layers) if lw >= 3], class_="svg-axis"),
+        svg.boxes(keep, class_=f"fill-{colour}"),
+        svg.segments(cut_lines, class_="svg-cut"),
+        svg.boxes(((mx, my, 4, 4) for mx, my in marks), class_="fill-comm"),
+        svg.text(x + 8, y + 15, f"{cuts.CUT_LABELS[cut]}, {d} ways", class_="svg-title"),
+        svg.texts(((x + 8, sy + STRIP_H + 20, what), (x + 8, sy + STRIP_H + 35, when)), class_="svg-label-soft"),
+    ]
+    if chosen:
+        parts.append(svg.boxes(((x + 1, y + 1, PANEL_W - 2, PANEL_H - 2),), class_="svg-focus"))
+    return svg.group(parts, class_=None if chosen else "svg-muted")
+
+
+def render(state):
+    chosen, d, layers = state["cut"], state["degree"], state["layers"]
+    steps = {cut: _step(cut, state) for cut in cuts.CUTS}
+    corner = {cut: ((i % 3) * (PANEL_W + GAP), (i // 3) * (PANEL_H + GAP)) for i, cut in enumerate(cuts.CUTS)}
+    parts = [_panel(cut, d, layers, *corner[cut], cut == chosen, steps[cut]) for cut in cuts.CUTS]
+    parts.append(svg.hit_areas(((x, y, PANEL_W, PANEL_H, f"cut={cut}", f"show the {cuts.CUT_LABELS[cut]} cut")
+                                for cut, (x, y) in corner.items()), class_="svg-hit"))
+    drawing = svg.document(3 * PANEL_W + 2 * GAP, 2 * PANEL_H + GAP, parts,
+                           label=f"One training step cut six ways at degree {d}; the {cuts.CUT_LABELS[chosen]} cut is chosen",
+                           class_="svg-min")
+    step, card = steps[chosen], strategies.card(cuts.CARD_KEYS[chosen])
+    readouts = (
+        Readout("model_state_bytes_per_device", "model state per device", fmt.gigabytes(step.model_state_bytes),
+                step.model_state_bytes, AXIS_COLOUR[chosen]),
+        Readout("comm_bytes_per_step_per_device", "sent per device per step", fmt.gigabytes(step.comm_bytes),
+                step.comm_bytes, "comm"),
+        Readout("collective", "collective", f"{step.what}, {step.when}, over {step.group}", step.collective),
+        Readout("messages_per_step", "collectives per device per step", f"{step.messages:,}", step.messages),
+        Readout("hidden", "hidden size h", f"{step.hidden:,}", step.hidden),
+    )
+    rows = {r.strategy: r for r in strategies.COMPARISON_ROWS}
+    table = html.table(
+        ("cut", "what is split", "model state / device", "sent / device / step", "collectives / step"),
+        [(cuts.CUT_LABELS[c], rows[TABLE_ROW[c]].split)
+         + ((fmt.gigabytes(s.model_state_bytes), fmt.gigabytes(s.comm_bytes), f"{s.messages:,}") if not isinstance(s, str)
+            else ("more stages than layers", "", "")) for c, s in steps.items()],
+        row_classes=["chosen" if c == chosen else None for c in cuts.CUTS],
+        caption=f"{fmt.si_count(state['params'])} parameters, {layers} layers, h = {step.hidden:,}, degree {d}",
+    )
+    card_lines = html.items([f"Communication: {card.communication}", f"How often: {card.frequency}",
+                             f"Keeps whole: {card.replicated}"])
+    alt = (f"Six panels, one per cut of a {fmt.si_count(state['params'])}-parameter, {layers}-layer step at degree {d}. "
+           + " ".join(f"{cuts.CUT_LABELS[c]}: {fmt.gigabytes(s.model_state_bytes)} kept, {fmt.gigabytes(s.comm_bytes)} sent "
+                      f"in {s.messages:,} collectives." if not isinstance(s, str) else f"{cuts.CUT_LABELS[c]}: {s}."
+                      for c, s in steps.items())
+           + f" The {cuts.CUT_LABELS[chosen]} panel is highlighted.")
+    return View(svg=drawing, readouts=readouts, alt=alt, html=html.join(table, html.heading(card.name), card_lines))

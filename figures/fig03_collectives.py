@@ -1,0 +1,208 @@
+"""Figure 03: the collectives as shapes -- a step-through of each algorithm, then its alpha-beta cost."""
+import math
+from functools import lru_cache
+
+from figures import fmt, palette, svg
+from figures.contract import Button, Readout, Select, Slider, View, log_stops
+from models import collectives
+
+NUMBER = 3
+TITLE = "The collectives, as shapes"
+CAPTION = (
+    "Each column is a rank and each square a chunk of its buffer, coloured by the ranks whose data it "
+    "holds (stripes: a sum). Step through an operation one transfer round at a time and watch a ring "
+    "AllReduce turn into a ReduceScatter followed by an AllGather, a tree Broadcast fan out, an All-to-All "
+    "swap every pair. Below, the alpha-beta time of the same operation over N ranks for a buffer of the "
+    "chosen size (the full buffer: AllGather's output, ReduceScatter's input, each rank's send buffer for "
+    "All-to-All), split into its latency and bandwidth parts; bandwidth is per rank, in one direction."
+)
+
+OPS = (("allreduce", "AllReduce"), ("reducescatter", "ReduceScatter"), ("allgather", "AllGather"),
+       ("broadcast", "Broadcast"), ("reduce", "Reduce"), ("alltoall", "All-to-All"))
+LABEL = dict(OPS)
+ALGORITHM_WORDS = {"ring": "ring", "chain": "pipelined chain", "pairwise": "pairwise exchange", "binomial": "binomial tree",
+                   "recursive_halving": "recursive halving", "recursive_doubling": "recursive doubling"}
+BUS_FORMULA = {"allreduce": "2(N-1)/N", "reducescatter": "(N-1)/N", "allgather": "(N-1)/N", "alltoall": "(N-1)/N",
+               "broadcast": "1", "reduce": "1"}
+DRAWN = 8  # ranks the step-through draws
+TREE_DRAWN = ("binomial", "recursive_halving", "recursive_doubling")  # messages drawn as arcs between ranks
+SIZES = log_stops(1e3, 1e10, (1, 2, 5))
+WIDTH, LEFT = 720, 64
+
+
+@lru_cache(maxsize=64)
+def _simulation(op, algo, ranks):
+    """The step-through: Bruck's tree All-to-All is not simulated, so it shows the pairwise exchange."""
+    width = 1 if op == "allgather" else ranks  # Broadcast and Reduce: the buffer cut into `ranks` chunks
+    values = [[r * ranks + c for c in range(width)] for r in range(ranks)]
+    return collectives.simulate(op, values, algorithm=algo if op in collectives.TREE_SIMULATED_OPS else "ring")
+
+
+def _sim(state):
+    return _simulation(state["op"], state["algo"], min(state["N"], DRAWN))
+
+
+def constrain(state):
+    """The step slider stops at the drawn algorithm's last step."""
+    state["step"] = min(state["step"], len(_sim(state).steps))
+    return state
+
+
+def _next(state):
+    return {**state, "step": 0 if state["step"] >= len(_sim(state).steps) else state["step"] + 1}
+
+
+CONTROLS = (
+    Select("op", "Operation", options=OPS, default="allreduce"),
+    Select("algo", "Algorithm", options=(("ring", "ring / chain"), ("tree", "tree")), default="ring"),
+    Slider("N", "Ranks N", stops=tuple(2**k for k in range(1, 11)), default=8),
+    Slider("step", "Step", min=0, max=2 * (DRAWN - 1), step=1, default=7),
+    Button("next", "Next step", press=_next),
+    Slider("size", "Buffer size", stops=SIZES, default=1_000_000_000, format=fmt.data_size),
+    Slider("alpha_us", "Latency per step \u03b1", stops=(0.5, 1, 2, 5, 10, 20, 50, 100), default=10, unit="\u00b5s"),
+    Slider("bw_GBps", "Bandwidth per rank \u03b2", stops=(1, 2, 5, 10, 12.5, 20, 25, 50, 100, 200, 450, 500, 900, 1000),
+           default=100, unit="GB/s"),
+)
+
+
+def _phase(sim, step):
+    if step == 0:
+        return "before the first transfer: every rank holds only its own data"
+    half = len(sim.steps) // 2
+    if sim.op == "allreduce" and sim.algorithm == "ring":
+        return f"{'reduce-scatter' if step <= half else 'all-gather'} phase"
+    if sim.op == "allreduce":
+        return f"{'reduce up' if step <= half else 'broadcast down'} the tree"
+    return "every pair swaps one chunk at once" if sim.algorithm == "pairwise" else ""
+
+
+def _step_through(sim, step, top):
+    """Columns of chunk squares, one per rank, after `step` rounds; arrows for that round's transfers."""
+    ranks = sim.ranks
+    col = min(84.0, (WIDTH - LEFT) / ranks)
+    q = min(28.0, col - 18)
+    x0 = LEFT + (WIDTH - LEFT - ranks * col) / 2 + (col - q) / 2
+    tree = sim.algorithm in TREE_DRAWN
+    grid_top, pitch = top + (78 if tree else 40), q + 8
+    xy = lambda r, c: (x0 + r * col, grid_top + c * pitch)
+    sources = sim.steps[step - 1].sources if step else sim.initial_sources
+    bands, empty = {}, []
+    for r, row in enumerate(sources):
+        for c, held in enumerate(row):
+            x, y = xy(r, c)
+            for i, src in enumerate(held):  # one horizontal stripe per contributing rank
+                bands.setdefault(palette.rank_key(src), []).append((x, y + i * q / len(held), q, q / len(held)))
+            if not held:
+                empty.append((x, y, q, q))
+    arrows, routed, landed, links = [], [], [], {}
+    for t in sim.steps[step - 1].transfers if step else ():
+        (sx, sy), (dx, dy) = xy(t.src, t.chunk), xy(t.dst, t.slot)
+        landed.append((dx, dy, q, q))
+        if tree:  # a tree's messages jump over ranks: one arc per pair of ranks, above the columns
+            links[t.src, t.dst] = (sx + q / 2, dx + q / 2, grid_top - 6, 6 + 5 * abs(t.dst - t.src) + 4 * (t.dst < t.src))
+        elif t.src == ranks - 1 and t.dst == 0 and ranks > 2:  # the ring closes below the columns
+            low = grid_top + len(sources[0]) * pitch + 2 + 3 * t.slot / len(sources[0])
+            routed.append(((sx + q, sy + q / 2), (sx + q + 5, sy + q / 2), (sx + q + 5, low), (dx - 6, low), (dx - 6, dy + q / 2)))
+            arrows.append((dx - 6, dy + q / 2, dx - 1, dy + q / 2))
+        else:
+            forward = 1 if dx > sx else -1
+            arrows.append((sx + q / 2 + forward * q / 2, sy + q / 2, dx + q / 2 - forward * (q / 2 + 1), dy + q / 2))
+    bottom = grid_top + len(sources[0]) * pitch + 8
+    header = f"{LABEL[sim.op]} over {ranks} ranks, {ALGORITHM_WORDS[sim.algorithm]}: step {step} of {len(sim.steps)}"
+    parts = [
+        svg.text(8, top + 14, header + (f", {_phase(sim, step)}" if _phase(sim, step) else ""), class_="svg-title"),
+        svg.texts(((x + q / 2, top + 32, f"rank {r}") for r in range(ranks) for x, _ in (xy(r, 0),)),
+                  class_="svg-label-soft", text_anchor="middle"),
+        svg.texts(((LEFT - 4, xy(0, c)[1] + q / 2 + 4, f"chunk {c}") for c in range(len(sources[0]))),
+                  class_="svg-label-soft", text_anchor="end"),
+        svg.boxes(empty, class_="svg-lane", stroke_dasharray="3 2"),
+        *(svg.boxes(items, class_=f"fill-{key}") for key, items in sorted(bands.items())),
+        svg.boxes(landed, class_="stroke-comm", fill="none", stroke_width="2.5"),
+        *(svg.polyline(points, class_="svg-arrow") for points in routed),
+        svg.arrows(arrows, head=5.0, class_="svg-arrow"),
+        svg.arcs(links.values(), head=5.0, class_="svg-arrow"),
+    ]
+    return parts, bottom
+
+
+def _cost_panel(state, split, top):
+    """A bar split into the alpha and beta parts, then time against buffer size for both algorithms."""
+    alpha_s, bandwidth = state["alpha_us"] * 1e-6, state["bw_GBps"] * 1e9  # display units to SI
+    span = WIDTH - LEFT - 24
+    lat_w = span * split.latency_share
+    parts = [
+        svg.text(8, top + 14, f"{LABEL[state['op']]} of {fmt.data_size(state['size'])} over N = {state['N']} ranks, "
+                 f"{state['algo']}: {fmt.duration(split.time_s)}", class_="svg-title"),
+        svg.boxes(((LEFT, top + 22, lat_w, 14),), class_="fill-idle"),
+        svg.boxes(((LEFT + lat_w, top + 22, span - lat_w, 14),), class_="fill-comm"),
+        svg.texts(((LEFT, top + 50, f"latency: {split.steps} steps \u00d7 {fmt.duration(alpha_s)} = {fmt.duration(split.latency_s)} (grey)"),
+                   (LEFT, top + 64, f"bandwidth: {fmt.data_size(split.link_bytes)} over {fmt.data_size(bandwidth)}/s "
+                                    f"= {fmt.duration(split.bandwidth_s)} (purple)")), class_="svg-label"),
+    ]
+    curves = {algo: [collectives.cost_function(state["op"], state["N"], alpha_s=alpha_s, bandwidth_bytes_per_s=bandwidth,
+                                               algorithm=algo)(size) for size in SIZES] for algo in collectives.ALGORITHMS}
+    low = math.floor(math.log10(min(min(c) for c in curves.values())))
+    high = math.ceil(math.log10(max(max(c) for c in curves.values())))
+    chart_top, chart_h = top + 84, 150.0
+    px = lambda size: LEFT + span * (math.log10(size) - 3) / 7
+    py = lambda seconds: chart_top + chart_h * (high - math.log10(seconds)) / max(high - low, 1)
+    stride = 1 if high - low <= 6 else 2
+    parts += [
+        svg.segments([(LEFT, chart_top, LEFT, chart_top + chart_h), (LEFT, chart_top + chart_h, LEFT + span, chart_top + chart_h)]
+                     + [(LEFT, py(10.0**k), LEFT + span, py(10.0**k)) for k in range(low, high + 1, stride)], class_="svg-axis"),
+        svg.texts(((LEFT - 4, py(10.0**k) + 4, fmt.duration(10.0**k)) for k in range(low, high + 1, stride)),
+                  class_="svg-label-soft", text_anchor="end"),
+        svg.texts(((px(10.0**k), chart_top + chart_h + 14, fmt.data_size(10.0**k)) for k in range(3, 11)),
+                  class_="svg-label-soft", text_anchor="middle"),
+        svg.segments(((px(state["size"]), chart_top, px(state["size"]), chart_top + chart_h),), class_="svg-cut",
+                     stroke_dasharray="3 3"),
+    ]
+    slower = max(curves, key=lambda algo: curves[algo][0])  # its label goes above its curve, the other's below
+    for algo, times in curves.items():
+        chosen = algo == state["algo"]
+        parts.append(svg.polyline([(px(s), py(t)) for s, t in zip(SIZES, times)], class_="svg-arrow" if chosen else "svg-cut",
+                                  stroke_dasharray=None if chosen else "5 4"))
+        parts.append(svg.text(px(SIZES[0]) + 4, py(times[0]) + (-6 if algo == slower else 14),
+                              algo + (" (chosen)" if chosen else ""), class_="svg-label-soft"))
+    parts.append(svg.boxes(((px(state["size"]) - 4, py(split.time_s) - 4, 8, 8),), class_="fill-comm"))
+    parts.append(svg.text(LEFT + span, chart_top + chart_h + 30, "time of one collective against buffer size (log-log)",
+                          class_="svg-label-soft", text_anchor="end"))
+    return parts, chart_top + chart_h + 36
+
+
+def render(state):
+    sim, step, N = _sim(state), state["step"], state["N"]
+    split = collectives.cost_split(state["op"], state["size"], N, alpha_s=state["alpha_us"] * 1e-6,
+                                   bandwidth_bytes_per_s=state["bw_GBps"] * 1e9, algorithm=state["algo"])
+    upper, bottom = _step_through(sim, step, 0)
+    lower, height = _cost_panel(state, split, bottom + 10)
+    drawing = svg.document(WIDTH, height, upper + lower,
+                           label=f"{LABEL[state['op']]} step-through over {sim.ranks} ranks and its alpha-beta cost",
+                           class_="svg-min")
+    notes = []
+    if N > DRAWN:
+        notes.append(f"The step-through draws {DRAWN} ranks; at N = {N} the same algorithm takes {split.steps} steps.")
+    if state["algo"] == "tree" and state["op"] == "alltoall":
+        notes.append("Bruck's log-step All-to-All routes blocks through other ranks; the drawing shows the pairwise "
+                     "exchange, the cost below is Bruck's.")
+    elif state["algo"] == "ring" and state["op"] in ("broadcast", "reduce"):
+        notes.append(f"The chain is drawn with the buffer in {sim.ranks} chunks, N + chunks - 2 steps; the cost below "
+                     "takes the limit of many small chunks, (N - 1) alpha + n / beta.")
+    elif sim.op == "allreduce" and sim.algorithm == "binomial":
+        notes.append("NCCL's tree AllReduce runs two binary trees, each on half the buffer, with the same 2 lg N steps.")
+    readouts = (
+        Readout("time_s", "time", fmt.duration(split.time_s), split.time_s),
+        Readout("latency_s", "latency part", fmt.duration(split.latency_s), split.latency_s, "idle"),
+        Readout("bandwidth_s", "bandwidth part", fmt.duration(split.bandwidth_s), split.bandwidth_s, "comm"),
+        Readout("latency_share", "latency share", fmt.percent(split.latency_share), split.latency_share),
+        Readout("bus_factor", "bus factor", f"{BUS_FORMULA[state['op']]} = {split.bus_factor:.4g}", split.bus_factor),
+        Readout("bytes_per_rank", "bytes each rank sends", fmt.data_size(split.link_bytes), split.link_bytes),
+        Readout("busbw", "bus bandwidth nccl-tests reports", f"{fmt.data_size(split.busbw_bytes_per_s)}/s",
+                split.busbw_bytes_per_s),
+    )
+    alt = (f"{sim.ranks} columns of chunks, one per rank, showing {LABEL[sim.op]} by {ALGORITHM_WORDS[sim.algorithm]} "
+           f"at step {step} of {len(sim.steps)}; {_phase(sim, step) or 'transfers drawn as arrows'}. Below, "
+           f"{LABEL[state['op']]} of {fmt.data_size(state['size'])} over {N} ranks takes {fmt.duration(split.time_s)}: "
+           f"{fmt.duration(split.latency_s)} of latency and {fmt.duration(split.bandwidth_s)} of bandwidth, with the ring and "
+           "tree times plotted against buffer size.")
+    return View(svg=drawing, readouts=readouts, note=" ".join(notes), alt=alt)

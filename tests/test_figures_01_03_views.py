@@ -1,0 +1,220 @@
+"""Figures 01-03 read out what models/ computes, and draw what they claim to draw."""
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from figures import fmt, registry
+from models import collectives, cuts, reliability
+from models.mesh import Mesh
+from tests.published_cases import published_cases
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def view(number, **state):
+    figure = registry()[number]
+    return figure.render(figure.validate_state({**figure.default_state(), **state}))
+
+
+def readouts(v):
+    return {r.key: r for r in v.readouts}
+
+
+def paths(v, cls):
+    """The <path> elements of class ``cls`` in the drawing."""
+    return [p for p in ET.fromstring(v.svg).iter(SVG + "path") if cls in (p.get("class") or "").split()]
+
+
+def boxes_in(path):
+    """How many rectangles an svg.boxes path draws."""
+    return path.get("d").count("z")
+
+
+# --------------------------------------------------------------------------- Figure 01
+
+@pytest.mark.parametrize("state", [
+    {},
+    {"nodes": 4, "gpus": 8, "tp": 8, "rank": 21},
+    {"nodes": 32, "gpus": 8, "tp": 2, "rank": 255, "diverge": True},
+    {"nodes": 1, "gpus": 4, "tp": 1, "rank": 3, "diverge": True},
+    {"nodes": 8, "gpus": 2, "tp": 2, "rank": 9, "diverge": True},
+])
+def test_figure_01_reads_out_the_mesh(state):
+    v = view(1, **state)
+    s = registry()[1].validate_state({**registry()[1].default_state(), **state})
+    mesh = Mesh(dp=s["nodes"] * s["gpus"] // s["tp"], tp=s["tp"], gpus_per_node=s["gpus"])
+    shown = readouts(v)
+    assert shown["world_size"].value == mesh.world_size == s["nodes"] * s["gpus"]
+    assert shown["node"].value == mesh.node(s["rank"])
+    assert shown["local_rank"].value == s["rank"] % s["gpus"]
+    assert shown["tp_group_first"].value == mesh.group("tp", s["rank"])[0] == s["rank"] - s["rank"] % s["tp"]
+    assert shown["dp_group_size"].value == len(mesh.group("dp", s["rank"])) == mesh.world_size // s["tp"]
+    blocked = reliability.skipped_collective(mesh.group("dp", s["rank"]), s["rank"]).blocked if s["diverge"] else ()
+    assert shown["blocked_ranks"].value == len(blocked)
+    # the drawing: one numbered cell per rank, the blocked ones filled red and dashed, the followed rank outlined
+    [warn] = paths(v, "fill-warn")
+    assert boxes_in(warn) == len(blocked)
+    assert boxes_in(paths(v, "svg-lane")[0]) == mesh.world_size
+    assert boxes_in(paths(v, "svg-focus")[0]) == 1
+    hits = re.findall(r'data-set="rank=(\d+)"', v.svg)
+    assert [int(r) for r in hits] == list(range(mesh.world_size))
+    assert ('tabindex="0"' in v.svg) == (mesh.world_size <= 32)
+
+
+def test_figure_01_default_is_the_prose_example():
+    shown = readouts(view(1))
+    assert (shown["world_size"].value, shown["node"].value, shown["local_rank"].value) == (16, 1, 5)
+    assert shown["local_rank"].text == "5 (cuda:5)" and shown["blocked_ranks"].value == 0
+
+
+def test_figure_01_keeps_tp_a_divisor_of_the_node_and_the_rank_inside_the_world():
+    figure = registry()[1]
+    assert figure.validate_state({"nodes": 1, "gpus": 2, "tp": 8, "rank": 200}) == \
+        {"nodes": 1, "gpus": 2, "tp": 2, "rank": 1, "diverge": False}
+    for state in (figure.validate_state({"nodes": n, "gpus": g, "tp": t, "rank": 255})
+                  for n in (1, 32) for g in (1, 2, 4, 8) for t in (1, 2, 4, 8)):
+        assert state["gpus"] % state["tp"] == 0 and state["rank"] == state["nodes"] * state["gpus"] - 1
+
+
+def test_figure_01_diverging_names_the_waiters_and_the_watchdog():
+    v = view(1, diverge=True)
+    assert "ranks 1, 5, 9 wait inside it" in v.alt.replace("Ranks", "ranks")
+    assert f"after {reliability.DEFAULT_NCCL_TIMEOUT_S:.0f} s" in v.svg
+    assert "False on rank 13 only" in v.html
+    alone = view(1, nodes=1, gpus=4, tp=4, rank=2, diverge=True)
+    assert readouts(alone)["blocked_ranks"].value == 0 and "alone in its DP group" in alone.svg
+
+
+# --------------------------------------------------------------------------- Figure 02
+
+@pytest.mark.parametrize("state", [
+    {},
+    {"cut": "zero", "degree": 64, "params": 7_500_000_000},
+    {"cut": "tensor", "degree": 8, "params": 70_000_000_000, "layers": 80},
+    {"cut": "pipeline", "degree": 16, "params": 175_000_000_000, "layers": 96},
+    {"cut": "context", "degree": 32, "params": 1_000_000_000_000, "layers": 128},
+    {"cut": "expert", "degree": 64, "params": 1_000_000_000, "layers": 8},
+])
+def test_figure_02_reads_out_the_cut_model(state):
+    v = view(2, **state)
+    s = registry()[2].validate_state({**registry()[2].default_state(), **state})
+    step = cuts.step_cut(s["cut"], s["params"], s["layers"], s["degree"])
+    shown = readouts(v)
+    assert shown["model_state_bytes_per_device"].value == step.model_state_bytes
+    assert shown["comm_bytes_per_step_per_device"].value == step.comm_bytes
+    assert shown["collective"].value == step.collective and step.what in shown["collective"].text
+    assert shown["messages_per_step"].value == step.messages
+    # six panels, the chosen one in full colour and outlined, the other five muted
+    groups = ET.fromstring(v.svg).findall(SVG + "g")
+    assert len(groups) == 6 and sum(g.get("class") == "svg-muted" for g in groups) == 5
+    assert paths(v, f"fill-{ {'data': 'dp', 'zero': 'zero', 'tensor': 'tp', 'pipeline': 'pp', 'context': 'cp', 'expert': 'ep'}[s['cut']]}")
+    assert re.findall(r'data-set="cut=(\w+)"', v.svg) == list(cuts.CUTS)
+    assert 'class="chosen"' in v.html and v.html.count("<tr") == 7
+
+
+def test_figure_02_ledger_follows_the_issue():
+    psi = 70e9
+    for cut, kept in {"data": 16 * psi, "zero": 16 * psi / 8, "tensor": 16 * psi / 8, "pipeline": 16 * psi / 8,
+                      "context": 16 * psi}.items():
+        assert readouts(view(2, cut=cut, degree=8, params=70_000_000_000))["model_state_bytes_per_device"].value \
+            == pytest.approx(kept, rel=1e-12)
+    zero = readouts(view(2, cut="zero", degree=64, params=7_500_000_000))["model_state_bytes_per_device"]
+    assert zero.text == "1.88 GB" and published_cases()["zero-fig1-7.5B-nd64"]["expected"]["ZeRO3_GB"] == 1.88
+
+
+def test_figure_02_pipeline_never_has_more_stages_than_layers():
+    figure = registry()[2]
+    assert figure.validate_state({"cut": "pipeline", "degree": 64, "layers": 24})["degree"] == 16
+    assert figure.validate_state({"cut": "data", "degree": 64, "layers": 8})["degree"] == 64
+    v = view(2, cut="data", degree=64, layers=8)  # the pipeline panel says why it cannot cut here
+    assert "more stages than layers" in v.svg and "more stages than layers" in v.html
+
+
+# --------------------------------------------------------------------------- Figure 03
+
+@pytest.mark.parametrize("state", [
+    {},
+    {"op": "allgather", "algo": "tree", "N": 1024, "size": 5000, "alpha_us": 2, "bw_GBps": 450},
+    {"op": "alltoall", "N": 64, "size": 10_000_000_000, "alpha_us": 100, "bw_GBps": 12.5},
+    {"op": "broadcast", "algo": "tree", "N": 2, "size": 1000},
+    {"op": "reduce", "N": 16, "step": 3},
+])
+def test_figure_03_reads_out_the_alpha_beta_model(state):
+    v = view(3, **state)
+    s = registry()[3].validate_state({**registry()[3].default_state(), **state})
+    alpha, beta = s["alpha_us"] * 1e-6, s["bw_GBps"] * 1e9
+    shown = readouts(v)
+    assert shown["time_s"].value == collectives.time_s(s["op"], s["size"], s["N"], alpha_s=alpha,
+                                                       bandwidth_bytes_per_s=beta, algorithm=s["algo"])
+    split = collectives.cost_split(s["op"], s["size"], s["N"], alpha_s=alpha, bandwidth_bytes_per_s=beta, algorithm=s["algo"])
+    assert shown["latency_share"].value == split.latency_share
+    assert shown["latency_s"].value + shown["bandwidth_s"].value == shown["time_s"].value
+    assert shown["bus_factor"].value == collectives.bus_factor(s["op"], s["N"])
+    assert shown["bytes_per_rank"].value == split.link_bytes
+    if s["algo"] == "ring":
+        assert shown["bytes_per_rank"].value == pytest.approx(collectives.volume_bytes_per_rank(s["op"], s["size"], s["N"]))
+
+
+def test_figure_03_default_reproduces_the_nccl_tests_example():
+    example = published_cases()["nccl-busbw-factors"]
+    shown = readouts(view(3))
+    assert shown["bandwidth_s"].value == pytest.approx(example["expected"]["example_times_s"]["all_reduce"], rel=1e-12)
+    assert shown["bandwidth_s"].text == "17.5 ms" and shown["bus_factor"].text == "2(N-1)/N = 1.75"
+
+
+def test_figure_03_draws_the_simulated_step():
+    for op, algo, step in (("allreduce", "ring", 7), ("allreduce", "ring", 14), ("broadcast", "tree", 2),
+                           ("alltoall", "ring", 3), ("reducescatter", "tree", 1)):
+        v = view(3, op=op, algo=algo, step=step)
+        sim = collectives.simulate(op, [[0] * (1 if op == "allgather" else 8)] * 8, algorithm=algo)
+        transfers = sim.steps[step - 1].transfers
+        [landed] = paths(v, "stroke-comm")
+        assert boxes_in(landed) == len(transfers)
+        heads = sum(p.get("d").count("M") for p in paths(v, "svg-arrow") if "Q" in p.get("d") or "L" in p.get("d"))
+        assert heads >= len({(t.src, t.dst) for t in transfers}) if algo == "tree" else heads >= 2 * len(transfers)
+        # stripes: every held chunk is one stripe per rank whose data it holds
+        stripes = sum(boxes_in(p) for p in paths(v, "fill-rank0") + [q for k in range(1, 8) for q in paths(v, f"fill-rank{k}")])
+        assert stripes == sum(len(src) for row in sim.steps[step - 1].sources for src in row)
+    ring = view(3, step=7)
+    assert "reduce-scatter phase" in ring.svg and "all-gather phase" in view(3, step=8).svg
+
+
+def test_figure_03_step_stops_at_the_drawn_algorithms_end_and_says_when_it_draws_fewer_ranks():
+    figure = registry()[3]
+    assert figure.validate_state({"op": "allreduce", "algo": "tree", "step": 14})["step"] == 6
+    assert figure.validate_state({"op": "alltoall", "step": 14, "N": 2})["step"] == 1
+    assert figure.press("next", figure.validate_state({"step": 14})) == figure.validate_state({"step": 0})
+    assert figure.press("next", figure.default_state())["step"] == 8
+    v = view(3, N=64)
+    assert "draws 8 ranks; at N = 64 the same algorithm takes 126 steps" in v.note
+    assert "Bruck" in view(3, op="alltoall", algo="tree").note
+
+
+def test_durations_and_sizes_read_in_their_units():
+    assert [fmt.duration(x) for x in (1.75e-2, 1.4e-4, 2.5e-9, 12.3, 0.0, 999.96e-6)] == \
+        ["17.5 ms", "140 \u00b5s", "2.5 ns", "12.3 s", "0 s", "1 ms"]
+    assert [fmt.data_size(x) for x in (1e3, 1.75e9, 875e6, 10, 2e10, 0, 999_999)] == \
+        ["1 kB", "1.75 GB", "875 MB", "10 B", "20 GB", "0 B", "1 MB"]
+
+
+# --------------------------------------------------------------------------- drawing helpers they added
+
+def test_hit_areas_write_one_clickable_rect_each_and_tab_stops_only_when_labelled():
+    from figures import svg
+    markup = "<svg>" + svg.hit_areas([(0, 0, 10, 10, "rank=1"), (10, 0, 10, 10, "rank=2", "follow rank 2")], class_="svg-hit") + "</svg>"
+    rects = ET.fromstring(markup).findall("rect")
+    assert [r.get("data-set") for r in rects] == ["rank=1", "rank=2"]
+    assert [r.get("tabindex") for r in rects] == [None, "0"] and rects[1].get("aria-label") == "follow rank 2"
+    assert all(r.get("class") == "svg-hit" for r in rects)
+
+
+def test_arrows_arcs_and_polylines_are_one_path_each():
+    from figures import svg
+    arrows = ET.fromstring(svg.arrows([(0, 0, 10, 0), (0, 5, 0, 15)], head=4)).get("d")
+    assert arrows.startswith("M0.00 0.00L10.00 0.00M6.00 2.00L10.00 0.00L6.00 -2.00M")  # shaft, then head at the tip
+    assert arrows.count("M") == 4
+    arcs = ET.fromstring(svg.arcs([(0, 40, 50, 10)], head=4)).get("d")
+    assert arcs.startswith("M0.00 50.00Q20.00 30.00 40.00 50.00")  # peaks 10 above y
+    assert ET.fromstring(svg.polyline([(0, 1), (2, 3)])).get("d") == "M0.00 1.00L2.00 3.00"
+    assert svg.group(["<path/>"], class_="svg-muted") == '<g class="svg-muted"><path/></g>'
