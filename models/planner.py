@@ -355,8 +355,10 @@ class Candidate:
 class Search:
     """Everything ``search`` found: ``candidates`` that fit, best first (one per layout:
     degrees, microbatch and chunks, with its fastest ZeRO stage and recompute mode);
-    ``smallest`` the plan with the smallest footprint (whether or not it fits);
-    ``considered`` plans priced, ``fitting`` how many of them fit; ``dropped``
+    ``smallest`` the plan with the smallest footprint among those priced (when nothing
+    fits, the one closest to fitting); ``considered`` plans priced (a plan that cannot
+    beat one already priced in its layout is skipped), ``fitting`` how many of them
+    fit; ``dropped``
     sentences saying what did not fit and why."""
 
     candidates: tuple
@@ -816,11 +818,6 @@ def _stage_memory(terms, zero):
     return tuple(result)
 
 
-def _footprint(terms, zero):
-    """Peak bytes per device of a layout at one ZeRO stage (the worst pipeline rank)."""
-    return max(sum(_rank_memory(terms, rank, zero)) for rank in terms.ranks)
-
-
 def _finish(ctx, terms, zero, detail=False):
     """Memory and step time of a layout at one ZeRO stage: (step_s or None if it does not
     fit, peak bytes) or, with ``detail``, the ``Estimate``."""
@@ -872,6 +869,10 @@ def _finish(ctx, terms, zero, detail=False):
 
 def _check(model, cluster, plan):
     """What makes a plan impossible for this model on this cluster: ValueError saying why."""
+    if not isinstance(model, Transformer):
+        raise ValueError(f"model must be a planner.Transformer, got {type(model).__name__}")
+    if not isinstance(cluster, Cluster):
+        raise ValueError(f"cluster must be a planner.Cluster, got {type(cluster).__name__}")
     if not isinstance(plan, Plan):
         raise ValueError(f"plan must be a planner.Plan, got {type(plan).__name__}")
     if plan.gpus != cluster.gpus:
@@ -958,6 +959,24 @@ def _check_fixed(fixed):
     return fixed
 
 
+def _check_pinned(model, cluster, fixed):
+    """Pinned degrees that no layout of this model on this cluster can take: say why."""
+    if "tp" in fixed:
+        for name in ("heads", "kv_heads", "ffn") + (("expert_ffn",) if model.moe else ()):
+            divides("tp", fixed["tp"], name, getattr(model, name))
+    for axis in ("tp", "pp", "cp"):
+        if axis in fixed:
+            divides(axis, fixed[axis], "gpus", cluster.gpus)
+    if fixed.get("cp", 1) > 1:
+        divides("2*cp", 2 * fixed["cp"], "seq_len", model.seq_len)
+    if fixed.get("pp", 1) > model.layers:
+        raise ValueError(f"pp={fixed['pp']} must be <= layers={model.layers} (a pipeline rank needs a layer)")
+    if fixed.get("ep", 1) > 1:
+        if not model.moe:
+            raise ValueError(f"ep={fixed['ep']} needs a mixture-of-experts model (experts > 1)")
+        divides("ep", fixed["ep"], "experts", model.experts)
+
+
 def _options(fixed, key, default):
     return [fixed[key]] if key in fixed else default
 
@@ -968,8 +987,8 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
     example ``{"tp": 4}``); the rest are searched: tp (powers of two inside a node that
     divide the heads), cp (powers of two keeping >= 4096 tokens per rank), pp (divisors
     of the remaining GPUs, <= layers), dp (the rest), ep (divisors of the experts inside
-    dp·cp), microbatch (powers of two up to 16, and no larger than leaves a pipeline
-    as many microbatches as stages), virtual stages (1, or 2, 3, 4, 6, 8 interleaved), ZeRO
+    dp·cp), microbatch (powers of two up to 16, upward while the step gets faster, and no
+    larger than leaves a pipeline as many microbatches as stages), virtual stages (1, or 2, 3, 4, 6, 8 interleaved), ZeRO
     stage, recompute mode and sequence parallelism. Dominated choices are priced only
     when pinned: sequence parallelism off (the same traffic as plain TP, more memory),
     DDP (ZeRO-1 moves fewer bytes and holds less), selective recompute under
@@ -981,10 +1000,11 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
     gpus, per_node = cluster.gpus, cluster.gpus_per_node
     s = model.seq_len
     flash = fixed.get("flash_attention", True)
+    _check_pinned(model, cluster, fixed)
     widths = [model.heads, model.kv_heads, model.ffn, model.hidden] + ([model.expert_ffn] if model.moe else [])
     tps = _options(fixed, "tp", [t for t in _powers_of_two(min(per_node, gpus)) if all(w % t == 0 for w in widths)])
     cps = _options(fixed, "cp", [c for c in _powers_of_two(gpus) if c == 1 or (s % (2 * c) == 0 and s // c >= MIN_CP_TOKENS)])
-    recomputes = _options(fixed, "recompute", ["full", "none"] if flash else ["full", "selective", "none"])
+    recomputes = _options(fixed, "recompute", ["none", "full"] if flash else ["none", "selective", "full"])
     best = []  # per layout: (step, memory, plan fields) of its fastest fitting choice
     smallest = None  # (memory, plan fields)
     considered = fitting = 0
@@ -1006,6 +1026,7 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
                 sps = _options(fixed, "sequence_parallel", [tp > 1])
                 zeros = _options(fixed, "zero", [1, 2, 3] if dp * cp > 1 else [0])
                 for ep in eps:
+                    best_before = math.inf
                     for mb in _options(fixed, "microbatch", [b for b in _powers_of_two(MAX_MICROBATCH)
                                                              if (global_batch // dp) % b == 0]):
                         m = global_batch // (dp * mb)
@@ -1016,6 +1037,7 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
                         vs = [1] if pp == 1 else [1] + [v for v in VIRTUAL_STAGES if m % pp == 0
                                                         and model.layers >= pp * v - 2]
                         fit_at_mb = False
+                        best_at_mb = math.inf
                         for v in _options(fixed, "virtual_stages", vs):
                             schedule = fixed.get("schedule", "interleaved" if v > 1 else "1f1b")
                             if fixed:  # pinned values may break a rule the enumeration keeps by construction
@@ -1029,26 +1051,18 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
                                     continue
                             elif tp > 1 and (s // cp) % tp:
                                 continue
-                            # Price full recomputation first: the lightest mode; if it does not fit at
-                            # any ZeRO stage, neither does anything else in this layout.
+                            # Recompute modes from the fastest: once one fits at the lowest ZeRO stage
+                            # nothing slower in this layout can win. ZeRO stages from the lowest: a
+                            # higher one only moves more bytes, so the first that fits is the fastest.
                             layout_best = None
                             layout_smallest = math.inf
                             for sp in sps:
                                 for recompute in recomputes:
                                     terms = _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash,
                                                    global_batch)
-                                    any_fit = False
+                                    first_fit = None
                                     for zero in zeros:
                                         considered += 1
-                                        if any_fit:  # a higher stage only moves more bytes: its footprint is all we need
-                                            footprint = _footprint(terms, zero)
-                                            fitting += footprint <= ctx.usable
-                                            if footprint < layout_smallest:
-                                                layout_smallest = footprint
-                                                if footprint < smallest[0]:
-                                                    smallest = (footprint, (tp, pp, dp, cp, ep, mb, v, schedule, zero,
-                                                                            recompute, sp))
-                                            continue
                                         step, footprint = _finish(ctx, terms, zero)
                                         if footprint < layout_smallest:
                                             layout_smallest = footprint
@@ -1058,12 +1072,12 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
                                         if step is None:
                                             continue
                                         fitting += 1
-                                        any_fit = True
+                                        first_fit = zero
                                         if layout_best is None or (step, footprint) < layout_best[:2]:
                                             layout_best = (step, footprint, (tp, pp, dp, cp, ep, mb, v, schedule,
                                                                              zero, recompute, sp))
-                                    if not any_fit and recompute == recomputes[0] and len(recomputes) > 1 \
-                                            and recomputes[0] == "full":
+                                        break
+                                    if first_fit == zeros[0]:
                                         break
                             for axis_key in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep)):
                                 seen = by_axis.get(axis_key)
@@ -1076,9 +1090,14 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
                                         seen[1] = True
                             if layout_best is not None:
                                 fit_at_mb = True
+                                best_at_mb = min(best_at_mb, layout_best[0])
                                 best.append(layout_best)
-                        if not fit_at_mb and "microbatch" not in fixed:
-                            break  # a larger microbatch only holds more
+                        if "microbatch" not in fixed:
+                            if not fit_at_mb:
+                                break  # a larger microbatch only holds more
+                            if best_at_mb > best_before:
+                                break  # past the microbatch size that runs fastest
+                            best_before = best_at_mb
     if smallest is None:
         raise ValueError(_no_layout_message(model, cluster, global_batch, fixed, errors))
     plans = [_plan(fields_, global_batch, flash) for fields_ in _distinct(best, top)]
@@ -1182,6 +1201,11 @@ MEMORY_NAMES = {"params": "weights", "grads": "gradients", "optimizer": "optimiz
 SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "interleaved 1F1B", "zb-h1": "zero-bubble ZB-H1", "gpipe": "GPipe"}
 
 
+def _span(values):
+    low, high = min(values), max(values)
+    return str(low) if low == high else f"{low}-{high}"
+
+
 def _dropped(by_axis):
     """'tp=1: nothing fits (smallest 112 GB per GPU)' for every searched value of an axis
     none of whose plans fit."""
@@ -1218,7 +1242,7 @@ def _ladder(model, cluster, plan, estimate, considered, fitting, by_axis):
     if plan.pp > 1:
         chunks = f", {plan.virtual_stages} chunks per rank" if plan.virtual_stages > 1 else ""
         lines.append(
-            f"Pipeline pp={plan.pp}: {min(estimate.stage_layers)}-{max(estimate.stage_layers)} layers per rank; "
+            f"Pipeline pp={plan.pp}: {_span(estimate.stage_layers)} layers per rank; "
             f"{SCHEDULE_NAMES[plan.schedule]} over {estimate.microbatches} microbatches of {plan.microbatch}{chunks} "
             f"-> bubble {_seconds(t['bubble'])} ({_percent(estimate.bubble_fraction)} of the step)"
             + (f"; pp={', '.join(map(str, refused('pp')))} did not fit." if refused("pp") else "."))
@@ -1228,11 +1252,13 @@ def _ladder(model, cluster, plan, estimate, considered, fitting, by_axis):
     lines.append(
         f"Data parallelism dp={plan.dp}: {plan.global_batch // plan.dp} sequences per replica; "
         f"{memory.STAGE_LABELS[plan.zero]} over {shard} ranks leaves {_bytes(estimate.model_state_bytes)} of model "
-        f"states per GPU; {_seconds(t['dp_comm'])} of its communication is exposed behind the backward pass.")
+        f"states per GPU; " + (f"{_seconds(t['dp_comm'])} of its communication is not hidden by the backward pass."
+                               if t["dp_comm"] > 0 else "its communication hides behind compute."))
     if plan.cp > 1:
         lines.append(
             f"Context parallelism cp={plan.cp}: each {model.seq_len}-token sequence is split {plan.cp} ways; "
-            f"the K/V ring exposes {_seconds(t['cp_comm'])} per step.")
+            + (f"the K/V ring exposes {_seconds(t['cp_comm'])} per step." if t["cp_comm"] > 0
+               else "the K/V ring hides behind the attention blocks."))
     if model.moe:
         lines.append(
             f"Expert parallelism ep={plan.ep}: {model.experts // plan.ep} of {model.experts} experts per rank; "
@@ -1337,7 +1363,7 @@ def _nothing_fits_message(model, cluster, result):
     states = e.model_state_bytes
     rest = e.memory_bytes - states
     message = (f"gpus={cluster.gpus}: nothing fits; the smallest footprint found is {_bytes(e.memory_bytes)} per GPU "
-               f"({smallest.plan.label()}) against {_bytes(usable)} usable on a {cluster.spec.name}")
+               f"({smallest.plan.label()}) against {_bytes(usable)} usable per {cluster.spec.name}")
     if rest >= usable:
         return message + (f": its activations and buffers alone take {_bytes(rest)}; a shorter seq_len, a smaller "
                           "model or a GPU with more memory would make it fit.")
@@ -1784,3 +1810,180 @@ def parse_torchtitan_toml(text, model):
                 microbatch=parallel.get("pipeline_parallel_microbatch_size", 1) if pp > 1 else 1,
                 global_batch=training.get("global_batch_size"), virtual_stages=chunks // pp, zero=zero,
                 recompute=mode, sequence_parallel=True, schedule=schedule, flash_attention=True)
+
+
+# ---- command line: python -m models.planner predict|recommend ... -----------------------
+
+MODEL_OPTIONS = (("layers", int), ("hidden", int), ("heads", int), ("seq_len", int), ("vocab", int), ("ffn", int),
+                 ("kv_heads", int), ("experts", int), ("top_k", int), ("shared_experts", int), ("expert_ffn", int),
+                 ("dense_layers", int))
+PLAN_OPTIONS = (("tp", int), ("pp", int), ("dp", int), ("cp", int), ("ep", int), ("microbatch", int),
+                ("virtual_stages", int), ("zero", int))
+
+
+def _parser():
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m models.planner",
+        description="Predict a parallel layout's step time and memory, or recommend the fastest layouts that fit.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, summary in (("predict", "price one plan"), ("recommend", "search every plan, best first")):
+        sub = commands.add_parser(name, help=summary, description=summary)
+        model = sub.add_argument_group("model (a preset, or every field; a field after --model overrides it)")
+        model.add_argument("--model", choices=tuple(MODELS), help="preset")
+        for option, kind in MODEL_OPTIONS:
+            model.add_argument("--" + option.replace("_", "-"), type=kind, default=None)
+        model.add_argument("--gated-mlp", action=argparse.BooleanOptionalAction, default=None, help="SwiGLU MLP")
+        model.add_argument("--tied-embeddings", action=argparse.BooleanOptionalAction, default=None)
+        cluster = sub.add_argument_group("cluster")
+        cluster.add_argument("--cluster", choices=tuple(CLUSTERS), help="node preset")
+        cluster.add_argument("--gpu", choices=tuple(hardware.GPUS))
+        cluster.add_argument("--gpus", type=int, required=True)
+        cluster.add_argument("--gpus-per-node", type=int)
+        cluster.add_argument("--intra", choices=tuple(hardware.LINKS), help="link inside a node")
+        cluster.add_argument("--inter", choices=tuple(hardware.LINKS), help="network link (one per GPU)")
+        cluster.add_argument("--inter-gbps", type=float, help="network bandwidth per GPU, Gb/s one direction")
+        plan = sub.add_argument_group("plan" + (" (each one given is fixed; the rest are searched)"
+                                                if name == "recommend" else ""))
+        plan.add_argument("--global-batch", type=int, required=True, help="sequences per step")
+        for option, kind in PLAN_OPTIONS:
+            if name == "recommend" and option == "dp":
+                continue
+            plan.add_argument("--" + option.replace("_", "-"), type=kind, default=None)
+        plan.add_argument("--recompute", choices=RECOMPUTE_OPTIONS)
+        plan.add_argument("--schedule", choices=SCHEDULES)
+        plan.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None)
+        plan.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None)
+        out = sub.add_argument_group("output")
+        out.add_argument("--tokens", type=float, help="tokens to train on: adds the days it takes")
+        out.add_argument("--json", action="store_true", help="machine-readable output")
+        out.add_argument("--export", choices=("megatron", "torchtitan"), help="print the plan as a launch config")
+        if name == "recommend":
+            out.add_argument("--top", type=int, default=5)
+    return parser
+
+
+def _model_from(args):
+    fields_given = {option: getattr(args, option) for option, _ in MODEL_OPTIONS if getattr(args, option) is not None}
+    for flag in ("gated_mlp", "tied_embeddings"):
+        if getattr(args, flag) is not None:
+            fields_given[flag] = getattr(args, flag)
+    if args.model:
+        return model_preset(args.model, **fields_given)
+    missing = [o for o in ("layers", "hidden", "heads", "seq_len", "vocab") if o not in fields_given]
+    if missing:
+        raise ValueError("model: give --model PRESET, or --" + ", --".join(m.replace("_", "-") for m in missing))
+    return Transformer(**fields_given)
+
+
+def _cluster_from(args):
+    changes = {}
+    for option in ("gpu", "gpus_per_node", "intra", "inter"):
+        if getattr(args, option) is not None:
+            changes[option] = getattr(args, option)
+    if args.inter_gbps is not None:
+        changes["inter_bytes_per_s"] = positive("inter_gbps", args.inter_gbps) * 1e9 / 8
+    if args.cluster:
+        return cluster_preset(args.cluster, args.gpus, **changes)
+    return Cluster(gpus=args.gpus, **changes)
+
+
+def _plan_fields(args):
+    given = {}
+    for option, _ in PLAN_OPTIONS + (("recompute", str), ("schedule", str), ("sequence_parallel", bool),
+                                     ("flash_attention", bool)):
+        value = getattr(args, option, None)
+        if value is not None:
+            given[option] = value
+    return given
+
+
+def _estimate_json(estimate):
+    from dataclasses import asdict
+
+    return asdict(estimate)
+
+
+def _describe(model_name, model, cluster, plan, estimate, tokens):
+    t = estimate.time_breakdown
+    b = estimate.memory_breakdown
+    lines = [
+        f"{model_name} ({_count(model.params)} parameters) on {cluster.gpus:,} x {cluster.spec.name}, global batch "
+        f"{plan.global_batch} x {model.seq_len} tokens",
+        f"plan       {plan.label()}" + (f" ({SCHEDULE_NAMES[plan.schedule]})" if plan.pp > 1 else ""),
+        f"step time  {_seconds(estimate.step_time_s)}: " + ", ".join(
+            f"{PART_NAMES[k]} {_seconds(v)}" for k, v in t.items() if v > 0),
+        f"speed      {estimate.tokens_per_s:,.0f} tokens/s; MFU {_percent(estimate.mfu)}, HFU {_percent(estimate.hfu)}; "
+        f"{estimate.model_tflops_per_gpu:.0f} model TFLOP/s per GPU",
+        f"memory     {_bytes(estimate.memory_bytes)} of {_bytes(estimate.usable_bytes)} usable per GPU "
+        f"({'fits' if estimate.fits else 'does NOT fit'}): " + ", ".join(
+            f"{MEMORY_NAMES[k]} {_bytes(v)}" for k, v in b.items() if v > 0),
+    ]
+    if tokens:
+        lines.append(f"training   {_count(tokens)} tokens in {train_time_s(estimate, tokens) / 86400:.1f} days")
+    return lines
+
+
+def main(argv=None):
+    """The command line. Exit code 0, or 2 with a message on bad input."""
+    import json
+    import sys
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        model = _model_from(args)
+        cluster = _cluster_from(args)
+        given = _plan_fields(args)
+        name = MODELS[args.model].label if args.model else "custom model"
+        if args.tokens is not None:
+            positive("tokens", args.tokens)
+        if args.command == "predict":
+            given.setdefault("dp", cluster.gpus // (given.get("tp", 1) * given.get("pp", 1) * given.get("cp", 1)) or 1)
+            if given.get("virtual_stages", 1) > 1:
+                given.setdefault("schedule", "interleaved")
+            plan = Plan(global_batch=args.global_batch, **given)
+            estimate = predict(model, cluster, plan)
+            chosen = [Candidate(plan, estimate, explain(model, cluster, plan, estimate=estimate))]
+            result = None
+        else:
+            result = search(model, cluster, args.global_batch, top=positive_int("top", args.top), fixed=given)
+            if not result.candidates:
+                raise ValueError(_nothing_fits_message(model, cluster, result))
+            chosen = list(result.candidates)
+    except ValueError as error:
+        print(f"{parser.prog} {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    best = chosen[0]
+    if args.export:
+        text = (megatron_args(model, cluster, best.plan) if args.export == "megatron"
+                else torchtitan_toml(model, cluster, best.plan, args.model))
+        print(text.rstrip("\n"))
+        return 0
+    if args.json:
+        payload = {
+            "model": {f.name: getattr(model, f.name) for f in fields(Transformer)},
+            "cluster": {f.name: getattr(cluster, f.name) for f in fields(Cluster)},
+            "candidates": [{"plan": {f.name: getattr(c.plan, f.name) for f in fields(Plan)},
+                            "estimate": _estimate_json(c.estimate), "reasons": list(c.reasons),
+                            **({"train_time_s": train_time_s(c.estimate, args.tokens)} if args.tokens else {})}
+                           for c in chosen],
+        }
+        if result is not None:
+            payload.update(considered=result.considered, fitting=result.fitting, dropped=list(result.dropped))
+        print(json.dumps(payload, indent=2))
+        return 0
+    lines = _describe(name, model, cluster, best.plan, best.estimate, args.tokens)
+    lines += ["", "why:"] + [f"  - {reason}" for reason in best.reasons]
+    if result is not None and len(chosen) > 1:
+        lines += ["", "alternatives:"]
+        for c in chosen[1:]:
+            lines.append(f"  {c.plan.label():48s} {_seconds(c.estimate.step_time_s):>8s}  MFU "
+                         f"{_percent(c.estimate.mfu):>6s}  {_bytes(c.estimate.memory_bytes):>8s}")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
