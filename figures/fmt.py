@@ -45,3 +45,23 @@ def _three_significant(value):
     if value >= 1:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
+
+def seconds(value):
+    """A duration: 17.8 -> "17.8 s", 0.45 -> "450 ms", 3.2e-5 -> "32 us" (three significant figures)."""
+    if value >= 1:
+        return f"{_three_significant(value)} s"
+    if value >= 1e-3:
+        return f"{_three_significant(value * 1e3)} ms"
+    return f"{_three_significant(value * 1e6)} us"
+
+
+def days(value_s):
+    """Seconds as days: 1.69e6 -> "19.6 days", 43200 -> "0.5 days"."""
+    value = value_s / 86400
+    return f"{value:,.0f} days" if value >= 1000 else f"{_three_significant(value)} days"
+
+
+def rate(value, unit):
+    """A throughput with a metric prefix: (1.77e5, "tokens/s") -> "177K tokens/s"."""
+    return f"{si_count(value)} {unit}"

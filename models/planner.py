@@ -367,6 +367,7 @@ class Search:
     fitting: int
     dropped: tuple
     ladder: tuple
+    message: str = ""  # when nothing fits: the smallest footprint found and what would make it fit
 
 
 # ---- the cost model ----------------------------------------------------------------------
@@ -1113,7 +1114,8 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
         candidates.append(Candidate(plan, estimate, reasons))
     smallest_candidate = Candidate(smallest_plan, smallest_estimate,
                                    explain(model, cluster, smallest_plan, estimate=smallest_estimate))
-    return Search(tuple(candidates), smallest_candidate, considered, fitting, tuple(dropped), tuple(ladder))
+    result = Search(tuple(candidates), smallest_candidate, considered, fitting, tuple(dropped), tuple(ladder))
+    return result if candidates else replace(result, message=_nothing_fits_message(model, cluster, result))
 
 
 def _distinct(best, top):
@@ -1147,7 +1149,7 @@ def recommend(model, cluster, global_batch, top=5, *, fixed=None):
     would make it fit."""
     result = search(model, cluster, global_batch, top=top, fixed=fixed)
     if not result.candidates:
-        raise ValueError(_nothing_fits_message(model, cluster, result))
+        raise ValueError(result.message)
     return result.candidates
 
 
@@ -1950,7 +1952,7 @@ def main(argv=None):
         else:
             result = search(model, cluster, args.global_batch, top=positive_int("top", args.top), fixed=given)
             if not result.candidates:
-                raise ValueError(_nothing_fits_message(model, cluster, result))
+                raise ValueError(result.message)
             chosen = list(result.candidates)
     except ValueError as error:
         print(f"{parser.prog} {args.command}: error: {error}", file=sys.stderr)
