@@ -57,7 +57,8 @@ MEMORY_COLOURS = {"params": "params", "grads": "grads", "optimizer": "optimizer"
                   "buffers": "buffers"}
 TIME_COLOURS = {"compute": "forward", "recompute": "weight", "bubble": "idle", "tp_comm": "tp", "cp_comm": "cp",
                 "ep_comm": "ep", "pp_comm": "pp", "dp_comm": "dp", "optimizer": "optimizer_step"}
-WIDTH, BAR, PAD = 640, 26, 8
+# Drawn 400 units wide with 14.5-unit labels (the "svg-compact" drawings): 11 px on a phone.
+WIDTH, BAR, PAD, CHAR = 400, 26, 4, 8.2  # CHAR: width of one 14.5-unit label character
 
 
 def _inputs(state):
@@ -87,39 +88,39 @@ def _validation():
 
 
 def _bar(top, title, parts, colours, names, scale, fmt_value, marks=()):
-    """One stacked horizontal bar with its title, marks (x, label) and a legend row."""
-    out = [svg.text(PAD, top + 12, title, class_="svg-label")]
-    x, legend_x, legend_y = PAD, PAD, top + BAR + (50 if marks else 36)
+    """One stacked horizontal bar: its title, marks (x, label) under it and a legend that
+    names every part with its value (colour is never the only cue)."""
+    out = [svg.text(PAD, top + 14, title, class_="svg-label svg-strong")]
+    x, legend_x, legend_y = PAD, PAD, top + BAR + (56 if marks else 40)
     for key, value in parts:
         if value <= 0:
             continue
         width = value * scale
-        out.append(svg.boxes([(x, top + 20, width, BAR)], class_=f"fill-{colours[key]}"))
+        out.append(svg.boxes([(x, top + 22, width, BAR)], class_=f"fill-{colours[key]}"))
         label = f"{names[key]} {fmt_value(value)}"
-        if legend_x + 16 + 6.2 * len(label) > WIDTH:
-            legend_x, legend_y = PAD, legend_y + 16
-        out.append(svg.boxes([(legend_x, legend_y - 9, 10, 10)], class_=f"fill-{colours[key]}"))
-        out.append(svg.text(legend_x + 14, legend_y, label, class_="svg-label-soft"))
-        legend_x += 26 + 6.2 * len(label)
+        if legend_x + 16 + CHAR * len(label) > WIDTH:
+            legend_x, legend_y = PAD, legend_y + 20
+        out.append(svg.boxes([(legend_x, legend_y - 10, 11, 11)], class_=f"fill-{colours[key]}"))
+        out.append(svg.text(legend_x + 15, legend_y, label, class_="svg-label-soft"))
+        legend_x += 28 + CHAR * len(label)
         x += width
-    for (mark_x, label), anchor, shift in zip(marks, ("end", "start"), (-3, 3)):
-        out.append(svg.segments([(mark_x, top + 16, mark_x, top + 20 + BAR + 6)], class_="stroke-hbm",
+    for (mark_x, label), label_y in zip(marks, (top + 22 + BAR + 18, top + 14)):  # usable below, HBM above
+        out.append(svg.segments([(mark_x, top + 18, mark_x, top + 22 + BAR + 6)], class_="stroke-hbm",
                                 stroke_dasharray="4 3"))
-        out.append(svg.text(mark_x + shift, top + 20 + BAR + 16, label, class_="svg-label-soft", text_anchor=anchor))
-    return out, legend_y + 10
+        out.append(svg.text(mark_x - 3, label_y, label, class_="svg-label-soft", text_anchor="end"))
+    return out, legend_y + 8
 
 
 def _drawing(plan, e):
-    scale = (WIDTH - 2 * PAD) / max(e.memory_bytes, e.hbm_bytes) / 1.04
-    memory_title = (f"Memory per GPU (pipeline rank {e.worst_stage}): {fmt.gigabytes(e.memory_bytes)} of "
-                    f"{fmt.gigabytes(e.usable_bytes)} usable" + ("" if e.fits else " - does not fit"))
-    parts, bottom = _bar(0, memory_title, e.memory_breakdown.items(), MEMORY_COLOURS, planner.MEMORY_NAMES, scale,
+    scale = (WIDTH - 2 * PAD) / max(e.memory_bytes, e.hbm_bytes) / 1.02
+    title = (f"Memory per GPU: {fmt.gigabytes(e.memory_bytes)} of {fmt.gigabytes(e.usable_bytes)}"
+             + ("" if e.fits else ", too much"))
+    parts, bottom = _bar(0, title, e.memory_breakdown.items(), MEMORY_COLOURS, planner.MEMORY_NAMES, scale,
                          fmt.gigabytes, ((PAD + e.usable_bytes * scale, "usable"), (PAD + e.hbm_bytes * scale, "HBM")))
-    time_title = f"Step {fmt.seconds(e.step_time_s)}: {plan.label()}"
-    more, bottom = _bar(bottom + 8, time_title, e.time_breakdown.items(), TIME_COLOURS, planner.PART_NAMES,
-                        (WIDTH - 2 * PAD) / e.step_time_s, fmt.seconds)
-    label = f"Per-GPU memory and step time of {plan.label()}"
-    return svg.document(WIDTH, bottom, parts + more, label=label)
+    more, bottom = _bar(bottom + 14, f"Step time: {fmt.seconds(e.step_time_s)}", e.time_breakdown.items(),
+                        TIME_COLOURS, planner.PART_NAMES, (WIDTH - 2 * PAD) / e.step_time_s, fmt.seconds)
+    return svg.document(WIDTH, bottom, parts + more, label=f"Per-GPU memory and step time of {plan.label()}",
+                        class_="svg-compact")
 
 
 def _alt(plan, e):
@@ -153,8 +154,9 @@ def render(state):
         pinned = _search(model, cluster, state["batch"], fixed) if fixed else found
     except ValueError as error:
         message = str(error)
-        drawing = svg.document(WIDTH, 40, [svg.text(PAD, 24, message[:110], class_="svg-label")],
-                               label="The planner could not price this input")
+        inputs = ", ".join(f"{c.key}={state[c.key]}" for c in CONTROLS)  # every input: a change always shows
+        drawing = svg.document(WIDTH, 30, [svg.text(PAD, 20, "No plan: see the note below", class_="svg-label")],
+                               label=f"No plan for {inputs}: {message}", class_="svg-compact")
         return View(svg=drawing, readouts=(Readout("plan", "plan", "none", "none"),), note=message,
                     alt=f"No plan is drawn: {message}", html=html.join(html.heading("Validation"), _validation_table()))
     best = found.candidates[0] if found.candidates else None
@@ -170,6 +172,9 @@ def render(state):
     note = pinned.message
     days = planner.train_time_s(e, state["tokens"])
     worst = max(abs(check.error) for check in _validation())
+    changed = ", ".join(f"{c.key}={c.display(state[c.key]) if isinstance(c, Number) else state[c.key]}"
+                        for c in CONTROLS[1:] if c.key not in ("cluster", "gpus", "batch", "tokens")
+                        and state[c.key] != (0 if isinstance(c, Number) else c.default))
     preset = state["model"] if not any(state[k] for k, _, _ in MODEL_FIELDS) else None
     readouts = (
         Readout("plan", "plan", shown.plan.label(), shown.plan.label().replace(" ", "-")),
@@ -181,6 +186,7 @@ def render(state):
         Readout("fits", "fits in HBM", "yes" if e.fits else "no", "fits" if e.fits else "does-not-fit",
                 "ok" if e.fits else "warn"),
         Readout("validation_error", "largest error on the published cases", fmt.percent(worst), worst),
+        Readout("settings", "your overrides and pins", changed or "none", changed.replace(" ", "") or "none"),
     )
     blocks = html.join(
         html.heading(heading), html.paragraph(f"{shown.plan.label()} on {cluster.gpus:,} x {cluster.spec.name}: "
