@@ -83,8 +83,8 @@ def _search(model, cluster, batch, fixed):
 
 
 @lru_cache(maxsize=1)
-def _validation():
-    return planner.validate()
+def _worst_error():
+    return max(abs(check.error) for check in planner.validate())
 
 
 def _bar(top, title, parts, colours, names, scale, fmt_value, marks=()):
@@ -140,9 +140,10 @@ def _table(candidates, shown, best):
                       row_classes=["chosen" if c.plan == shown.plan else None for c in candidates])
 
 
+@lru_cache(maxsize=1)
 def _validation_table():
     rows = [(check.case.label, check.case.quantity.replace("_", " "), f"{check.case.published:g}",
-             f"{check.predicted:.4g}", fmt.percent(check.error)) for check in _validation()]
+             f"{check.predicted:.4g}", fmt.percent(check.error)) for check in planner.validate()]
     return html.table(("published case", "quantity", "published", "planner", "error"), rows,
                       caption="The planner against every published measurement it knows (docs/MODELS.md).")
 
@@ -171,7 +172,7 @@ def render(state):
         heading = "Recommended plan" if best else "Nothing fits: the smallest footprint found"
     note = pinned.message
     days = planner.train_time_s(e, state["tokens"])
-    worst = max(abs(check.error) for check in _validation())
+    worst = _worst_error()
     changed = ", ".join(f"{c.key}={c.display(state[c.key]) if isinstance(c, Number) else state[c.key]}"
                         for c in CONTROLS[1:] if c.key not in ("cluster", "gpus", "batch", "tokens")
                         and state[c.key] != (0 if isinstance(c, Number) else c.default))

@@ -31,10 +31,11 @@ multi-token-prediction and MLA specifics of DeepSeek-V3 (MLA is priced as multi-
 attention). Calibrated only against the published cases (docs/MODELS.md, "Planner").
 """
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
+from figures import fmt  # the one place numbers are written for readers (display only)
 from models import collectives, hardware, memory, overlap
-from models._validate import GB, choice, divides, non_negative_int, positive, positive_int
+from models._validate import choice, divides, non_negative_int, positive, positive_int
 
 __all__ = [
     "GEMM_EFFICIENCY", "ATTENTION_EFFICIENCY", "ELEMENTWISE_TRAFFIC", "COLLECTIVE_EFFICIENCY", "USABLE_HBM_FRACTION",
@@ -951,8 +952,8 @@ def _check_fixed(fixed):
         if key not in SEARCHED_FIELDS:
             raise ValueError(f"fixed: {key!r} is not a plan field the search chooses; choose from "
                              f"{', '.join(SEARCHED_FIELDS)}")
-    probe = Plan(**{k: v for k, v in fixed.items() if k not in ("schedule", "virtual_stages")})  # types and ranges
-    del probe
+    pinned = {k: v for k, v in fixed.items() if k not in ("schedule", "virtual_stages")}
+    Plan(global_batch=pinned.get("microbatch", 1), **pinned)  # the pinned values' types and ranges
     if "schedule" in fixed:
         choice("schedule", fixed["schedule"], SCHEDULES)
     if "virtual_stages" in fixed:
@@ -1155,43 +1156,6 @@ def recommend(model, cluster, global_batch, top=5, *, fixed=None):
 
 # ---- reasons -----------------------------------------------------------------------------
 
-def _bytes(value):
-    """Decimal units, three significant figures: 3.15 TB, 77.3 GB, 512 MB."""
-    for threshold, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB")):
-        if value >= threshold:
-            return f"{_three(value / threshold)} {unit}"
-    return f"{value / 1e3:.3g} kB"
-
-
-def _seconds(value):
-    if value >= 100:
-        return f"{value:.0f} s"
-    if value >= 1:
-        return f"{_three(value)} s"
-    if value >= 1e-3:
-        return f"{_three(value * 1e3)} ms"
-    return f"{value * 1e6:.3g} us"
-
-
-def _three(value):
-    if value >= 100:
-        return f"{value:.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-def _percent(fraction):
-    return f"{fraction * 100:.1f}%"
-
-
-def _count(value):
-    for threshold, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
-        if value >= threshold:
-            return f"{value / threshold:.4g}{unit}"
-    return f"{value:,.0f}"
-
-
 PART_NAMES = {
     "compute": "compute", "recompute": "recomputation", "bubble": "pipeline bubble",
     "tp_comm": "exposed TP communication", "cp_comm": "exposed context-parallel ring traffic",
@@ -1214,7 +1178,7 @@ def _dropped(by_axis):
     lines = []
     for (axis, value), (footprint, fits) in sorted(by_axis.items()):
         if not fits:
-            lines.append(f"{axis}={value}: nothing fits (smallest footprint {_bytes(footprint)} per GPU)")
+            lines.append(f"{axis}={value}: nothing fits (smallest footprint {fmt.gigabytes(footprint)} per GPU)")
     return lines
 
 
@@ -1228,17 +1192,20 @@ def _ladder(model, cluster, plan, estimate, considered, fitting, by_axis):
     lines = []
     ways = math.ceil(states / usable)
     lines.append(
-        f"Model states: {_count(model.params)} parameters x 18 bytes (bf16 weights, fp32 gradients and Adam) = "
-        f"{_bytes(states)} unsharded; one {spec.name} offers {_bytes(usable)} usable "
+        f"Model states: {fmt.si_count(model.params)} parameters x 18 bytes (bf16 weights, fp32 gradients and Adam) = "
+        f"{fmt.gigabytes(states)} unsharded; one {spec.name} offers {fmt.gigabytes(usable)} usable "
         + ("-> they fit on one GPU: data parallelism alone would do." if ways <= 1
            else f"-> shard them at least {ways} ways."))
-    refused = lambda axis: [value for (a, value), (_, fits) in sorted(by_axis.items()) if a == axis and not fits]
+
+    def end(axis):  # "; tp=1, 2 did not fit." or "."
+        refused = [str(value) for (a, value), (_, fits) in sorted(by_axis.items()) if a == axis and not fits]
+        return f"; {axis}={', '.join(refused)} did not fit." if refused else "."
+
     if plan.tp > 1:
         lines.append(
             f"Tensor parallelism tp={plan.tp} inside a node ({cluster.intra_link.name}): every layer's weights and "
-            f"inner activations / {plan.tp}; its AllReduces cannot hide: {_seconds(t['tp_comm'])} per step "
-            f"({_percent(t['tp_comm'] / step)})"
-            + (f"; tp={', '.join(map(str, refused('tp')))} did not fit." if refused("tp") else "."))
+            f"inner activations / {plan.tp}; its AllReduces cannot hide: {fmt.seconds(t['tp_comm'])} per step "
+            f"({fmt.percent(t['tp_comm'] / step)})" + end("tp"))
     else:
         lines.append("No tensor parallelism: every layer fits on one GPU, and tp would only add blocking AllReduces.")
     if plan.pp > 1:
@@ -1246,38 +1213,37 @@ def _ladder(model, cluster, plan, estimate, considered, fitting, by_axis):
         lines.append(
             f"Pipeline pp={plan.pp}: {_span(estimate.stage_layers)} layers per rank; "
             f"{SCHEDULE_NAMES[plan.schedule]} over {estimate.microbatches} microbatches of {plan.microbatch}{chunks} "
-            f"-> bubble {_seconds(t['bubble'])} ({_percent(estimate.bubble_fraction)} of the step)"
-            + (f"; pp={', '.join(map(str, refused('pp')))} did not fit." if refused("pp") else "."))
+            f"-> bubble {fmt.seconds(t['bubble'])} ({fmt.percent(estimate.bubble_fraction)} of the step)" + end("pp"))
     else:
         lines.append("No pipeline parallelism: no bubble, no point-to-point sends.")
     shard = plan.dp * plan.cp
     lines.append(
         f"Data parallelism dp={plan.dp}: {plan.global_batch // plan.dp} sequences per replica; "
-        f"{memory.STAGE_LABELS[plan.zero]} over {shard} ranks leaves {_bytes(estimate.model_state_bytes)} of model "
-        f"states per GPU; " + (f"{_seconds(t['dp_comm'])} of its communication is not hidden by the backward pass."
+        f"{memory.STAGE_LABELS[plan.zero]} over {shard} ranks leaves {fmt.gigabytes(estimate.model_state_bytes)} of model "
+        f"states per GPU; " + (f"{fmt.seconds(t['dp_comm'])} of its communication is not hidden by the backward pass."
                                if t["dp_comm"] > 0 else "its communication hides behind compute."))
     if plan.cp > 1:
         lines.append(
             f"Context parallelism cp={plan.cp}: each {model.seq_len}-token sequence is split {plan.cp} ways; "
-            + (f"the K/V ring exposes {_seconds(t['cp_comm'])} per step." if t["cp_comm"] > 0
+            + (f"the K/V ring exposes {fmt.seconds(t['cp_comm'])} per step." if t["cp_comm"] > 0
                else "the K/V ring hides behind the attention blocks."))
     if model.moe:
         lines.append(
             f"Expert parallelism ep={plan.ep}: {model.experts // plan.ep} of {model.experts} experts per rank; "
-            f"the All-to-All costs {_seconds(t['ep_comm'])} per step ({_percent(t['ep_comm'] / step)}).")
+            f"the All-to-All costs {fmt.seconds(t['ep_comm'])} per step ({fmt.percent(t['ep_comm'] / step)}).")
     activations = estimate.memory_breakdown["activations"]
     if plan.recompute == "none":
-        lines.append(f"No recomputation: activations take {_bytes(activations)} and fit.")
+        lines.append(f"No recomputation: activations take {fmt.gigabytes(activations)} and fit.")
     else:
         lighter = predict(model, cluster, replace(plan, recompute="none"))
         lines.append(
-            f"{plan.recompute.capitalize()} recomputation: activations {_bytes(activations)} instead of "
-            f"{_bytes(lighter.memory_breakdown['activations'])}"
+            f"{plan.recompute.capitalize()} recomputation: activations {fmt.gigabytes(activations)} instead of "
+            f"{fmt.gigabytes(lighter.memory_breakdown['activations'])}"
             + (", which would not fit" if not lighter.fits else "")
-            + f"; it costs {_seconds(t['recompute'])} per step.")
+            + f"; it costs {fmt.seconds(t['recompute'])} per step.")
     lines.append(
-        f"Searched {considered:,} plans ({fitting:,} fit): step {_seconds(step)}, MFU {_percent(estimate.mfu)}, "
-        f"{_bytes(estimate.memory_bytes)} of {_bytes(usable)} per GPU.")
+        f"Searched {considered:,} plans ({fitting:,} fit): step {fmt.seconds(step)}, MFU {fmt.percent(estimate.mfu)}, "
+        f"{fmt.gigabytes(estimate.memory_bytes)} of {fmt.gigabytes(usable)} per GPU.")
     return tuple(lines)
 
 
@@ -1313,13 +1279,13 @@ def explain(model, cluster, plan, best=None, *, estimate=None):
     if not estimate.fits:
         parts = sorted(estimate.memory_breakdown.items(), key=lambda item: -item[1])
         lines.append(
-            f"Does not fit: {_bytes(estimate.memory_bytes)} per GPU on pipeline rank {estimate.worst_stage} against "
-            f"{_bytes(usable)} usable ("
-            + ", ".join(f"{MEMORY_NAMES[k]} {_bytes(v)}" for k, v in parts if v > 0) + ").")
+            f"Does not fit: {fmt.gigabytes(estimate.memory_bytes)} per GPU on pipeline rank {estimate.worst_stage} against "
+            f"{fmt.gigabytes(usable)} usable ("
+            + ", ".join(f"{MEMORY_NAMES[k]} {fmt.gigabytes(v)}" for k, v in parts if v > 0) + ").")
         fixes = sorted(_variants(model, cluster, plan), key=lambda item: item[2].memory_bytes)
         if fixes:
             lines.append("Less memory: " + "; ".join(
-                f"{label} -> {_bytes(e.memory_bytes)}" + (" (fits)" if e.fits else "") for label, _, e in fixes[:3])
+                f"{label} -> {fmt.gigabytes(e.memory_bytes)}" + (" (fits)" if e.fits else "") for label, _, e in fixes[:3])
                 + ".")
     if best is not None:
         best_plan, best_estimate = best
@@ -1328,25 +1294,25 @@ def explain(model, cluster, plan, best=None, *, estimate=None):
         else:
             ratio = estimate.step_time_s / best_estimate.step_time_s - 1
             if abs(ratio) < 5e-4:
-                lines.append(f"As fast as the recommended plan ({_seconds(estimate.step_time_s)} per step).")
+                lines.append(f"As fast as the recommended plan ({fmt.seconds(estimate.step_time_s)} per step).")
             elif ratio > 0:
                 diffs = sorted(((estimate.time_breakdown[k] - best_estimate.time_breakdown[k], k) for k in TIME_PARTS),
                                reverse=True)
-                worse = [f"{PART_NAMES[k]} +{_seconds(d)}" for d, k in diffs[:3] if d > 1e-4 * best_estimate.step_time_s]
+                worse = [f"{PART_NAMES[k]} +{fmt.seconds(d)}" for d, k in diffs[:3] if d > 1e-4 * best_estimate.step_time_s]
                 lines.append(
-                    f"{_percent(ratio)} slower than the recommended plan ({_seconds(estimate.step_time_s)} against "
-                    f"{_seconds(best_estimate.step_time_s)} per step)" + (": " + ", ".join(worse) if worse else "") + ".")
+                    f"{fmt.percent(ratio)} slower than the recommended plan ({fmt.seconds(estimate.step_time_s)} against "
+                    f"{fmt.seconds(best_estimate.step_time_s)} per step)" + (": " + ", ".join(worse) if worse else "") + ".")
             else:
                 lines.append(
-                    f"{_percent(-ratio)} faster than the recommended plan ({_seconds(estimate.step_time_s)} against "
-                    f"{_seconds(best_estimate.step_time_s)} per step)"
+                    f"{fmt.percent(-ratio)} faster than the recommended plan ({fmt.seconds(estimate.step_time_s)} against "
+                    f"{fmt.seconds(best_estimate.step_time_s)} per step)"
                     + (", but it does not fit." if not estimate.fits else ": the search does not try this layout."))
             delta = estimate.memory_bytes - best_estimate.memory_bytes
-            lines.append(f"Memory {_bytes(estimate.memory_bytes)} per GPU, {_bytes(abs(delta))} "
+            lines.append(f"Memory {fmt.gigabytes(estimate.memory_bytes)} per GPU, {fmt.gigabytes(abs(delta))} "
                          f"{'more' if delta >= 0 else 'less'} than the recommended plan.")
     if not lines:
-        lines.append(f"Fits: {_bytes(estimate.memory_bytes)} of {_bytes(usable)} per GPU; step "
-                     f"{_seconds(estimate.step_time_s)}, MFU {_percent(estimate.mfu)}.")
+        lines.append(f"Fits: {fmt.gigabytes(estimate.memory_bytes)} of {fmt.gigabytes(usable)} per GPU; step "
+                     f"{fmt.seconds(estimate.step_time_s)}, MFU {fmt.percent(estimate.mfu)}.")
     return tuple(lines)
 
 
@@ -1364,16 +1330,16 @@ def _nothing_fits_message(model, cluster, result):
     usable = e.usable_bytes
     states = e.model_state_bytes
     rest = e.memory_bytes - states
-    message = (f"gpus={cluster.gpus}: nothing fits; the smallest footprint found is {_bytes(e.memory_bytes)} per GPU "
-               f"({smallest.plan.label()}) against {_bytes(usable)} usable per {cluster.spec.name}")
+    message = (f"gpus={cluster.gpus}: nothing fits; the smallest footprint found is {fmt.gigabytes(e.memory_bytes)} per GPU "
+               f"({smallest.plan.label()}) against {fmt.gigabytes(usable)} usable per {cluster.spec.name}")
     if rest >= usable:
-        return message + (f": its activations and buffers alone take {_bytes(rest)}; a shorter seq_len, a smaller "
+        return message + (f": its activations and buffers alone take {fmt.gigabytes(rest)}; a shorter seq_len, a smaller "
                           "model or a GPU with more memory would make it fit.")
     needed = cluster.gpus * states / (usable - rest)
     nodes = math.ceil(needed / cluster.gpus_per_node)
     hbm_needed = e.memory_bytes / USABLE_HBM_FRACTION
-    return message + (f": about {nodes * cluster.gpus_per_node} GPUs (spreading its {_bytes(states)} of model states "
-                      f"per GPU thinner) or GPUs with at least {_bytes(hbm_needed)} of memory would make it fit.")
+    return message + (f": about {nodes * cluster.gpus_per_node} GPUs (spreading its {fmt.gigabytes(states)} of model states "
+                      f"per GPU thinner) or GPUs with at least {fmt.gigabytes(hbm_needed)} of memory would make it fit.")
 
 
 # ---- presets -----------------------------------------------------------------------------
@@ -1911,19 +1877,19 @@ def _describe(model_name, model, cluster, plan, estimate, tokens):
     t = estimate.time_breakdown
     b = estimate.memory_breakdown
     lines = [
-        f"{model_name} ({_count(model.params)} parameters) on {cluster.gpus:,} x {cluster.spec.name}, global batch "
+        f"{model_name} ({fmt.si_count(model.params)} parameters) on {cluster.gpus:,} x {cluster.spec.name}, global batch "
         f"{plan.global_batch} x {model.seq_len} tokens",
         f"plan       {plan.label()}" + (f" ({SCHEDULE_NAMES[plan.schedule]})" if plan.pp > 1 else ""),
-        f"step time  {_seconds(estimate.step_time_s)}: " + ", ".join(
-            f"{PART_NAMES[k]} {_seconds(v)}" for k, v in t.items() if v > 0),
-        f"speed      {estimate.tokens_per_s:,.0f} tokens/s; MFU {_percent(estimate.mfu)}, HFU {_percent(estimate.hfu)}; "
+        f"step time  {fmt.seconds(estimate.step_time_s)}: " + ", ".join(
+            f"{PART_NAMES[k]} {fmt.seconds(v)}" for k, v in t.items() if v > 0),
+        f"speed      {estimate.tokens_per_s:,.0f} tokens/s; MFU {fmt.percent(estimate.mfu)}, HFU {fmt.percent(estimate.hfu)}; "
         f"{estimate.model_tflops_per_gpu:.0f} model TFLOP/s per GPU",
-        f"memory     {_bytes(estimate.memory_bytes)} of {_bytes(estimate.usable_bytes)} usable per GPU "
+        f"memory     {fmt.gigabytes(estimate.memory_bytes)} of {fmt.gigabytes(estimate.usable_bytes)} usable per GPU "
         f"({'fits' if estimate.fits else 'does NOT fit'}): " + ", ".join(
-            f"{MEMORY_NAMES[k]} {_bytes(v)}" for k, v in b.items() if v > 0),
+            f"{MEMORY_NAMES[k]} {fmt.gigabytes(v)}" for k, v in b.items() if v > 0),
     ]
     if tokens:
-        lines.append(f"training   {_count(tokens)} tokens in {train_time_s(estimate, tokens) / 86400:.1f} days")
+        lines.append(f"training   {fmt.si_count(tokens)} tokens in {train_time_s(estimate, tokens) / 86400:.1f} days")
     return lines
 
 
@@ -1981,8 +1947,8 @@ def main(argv=None):
     if result is not None and len(chosen) > 1:
         lines += ["", "alternatives:"]
         for c in chosen[1:]:
-            lines.append(f"  {c.plan.label():48s} {_seconds(c.estimate.step_time_s):>8s}  MFU "
-                         f"{_percent(c.estimate.mfu):>6s}  {_bytes(c.estimate.memory_bytes):>8s}")
+            lines.append(f"  {c.plan.label():48s} {fmt.seconds(c.estimate.step_time_s):>8s}  MFU "
+                         f"{fmt.percent(c.estimate.mfu):>6s}  {fmt.gigabytes(c.estimate.memory_bytes):>8s}")
     print("\n".join(lines))
     return 0
 

@@ -114,9 +114,8 @@ def test_megatron_distributed_optimizer_is_6_plus_12_over_dp_bytes_per_parameter
 @pytest.mark.parametrize("schedule,v", [("1f1b", 1), ("gpipe", 1), ("interleaved", 2), ("interleaved", 4), ("zb-h1", 1)])
 @pytest.mark.parametrize("p,m", [(4, 8), (8, 64), (8, 16), (2, 2)])
 def test_bubble_is_the_pipeline_closed_form(schedule, v, p, m):
-    assume = m % p == 0 or schedule != "interleaved"
-    if not assume or (schedule == "zb-h1" and m < p):
-        return
+    if (schedule == "interleaved" and m % p) or (schedule == "zb-h1" and m < p):
+        pytest.skip("outside the closed form's domain (tested against the simulation below)")
     assert planner._bubble_over_ideal(schedule, p, m, v) == pytest.approx(pipeline.bubble_over_ideal(schedule, p, m, v))
 
 
@@ -286,7 +285,7 @@ def test_recommend_ranks_fitting_plans_by_step_time(gpt3_search):
 
 def test_the_best_plan_is_explained_like_the_ladder(gpt3_search):
     reasons = gpt3_search.candidates[0].reasons
-    assert reasons[0].startswith("Model states: 174.6B parameters x 18 bytes") and "3.14 TB unsharded" in reasons[0]
+    assert reasons[0].startswith("Model states: 174.6B parameters x 18 bytes") and "3,142 GB unsharded" in reasons[0]
     assert "shard them at least 41 ways" in reasons[0]
     assert any(r.startswith("Tensor parallelism tp=") for r in reasons)
     assert any(r.startswith("Data parallelism dp=") for r in reasons)
@@ -313,6 +312,10 @@ def test_fixed_fields_are_respected():
         planner.search(GPT3, A100_1024, 1536, fixed={"global_batch": 8})
     with pytest.raises(ValueError, match="tp=5 does not divide heads"):
         planner.search(GPT3, A100_1024, 1536, fixed={"tp": 5})
+    with pytest.raises(ValueError, match="^zero"):
+        planner.search(GPT3, A100_1024, 1536, fixed={"zero": 5})
+    pinned = planner.search(GPT3, A100_1024, 1536, top=1, fixed={"microbatch": 2, "virtual_stages": 3})
+    assert pinned.candidates[0].plan.microbatch == 2 and pinned.candidates[0].plan.virtual_stages == 3
 
 
 def test_llama3_405b_on_16384_h100s_recommends_a_fitting_interleaved_pipeline():
