@@ -990,7 +990,8 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
     divide the heads), cp (powers of two keeping >= 4096 tokens per rank), pp (divisors
     of the remaining GPUs, <= layers), dp (the rest), ep (divisors of the experts inside
     dp·cp), microbatch (powers of two up to 16, upward while the step gets faster, and no
-    larger than leaves a pipeline as many microbatches as stages), virtual stages (1, or 2, 3, 4, 6, 8 interleaved), ZeRO
+    larger than leaves a pipeline as many microbatches as stages), virtual stages (1, or 2, 3, 4, 6, 8 interleaved,
+    deeper while the step gets faster), ZeRO
     stage, recompute mode and sequence parallelism. Dominated choices are priced only
     when pinned: sequence parallelism off (the same traffic as plain TP, more memory),
     DDP (ZeRO-1 moves fewer bytes and holds less), selective recompute under
@@ -1092,8 +1093,10 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
                                         seen[1] = True
                             if layout_best is not None:
                                 fit_at_mb = True
-                                best_at_mb = min(best_at_mb, layout_best[0])
                                 best.append(layout_best)
+                                if v > 1 and layout_best[0] > best_at_mb and "virtual_stages" not in fixed:
+                                    break  # deeper interleaving now sends more than it saves
+                                best_at_mb = min(best_at_mb, layout_best[0])
                         if "microbatch" not in fixed:
                             if not fit_at_mb:
                                 break  # a larger microbatch only holds more
