@@ -556,12 +556,7 @@ def _stage_layout(ctx, pp, v):
     if cached is not None:
         return cached
     model = ctx.model
-    chunks = pp * v
-    base, extra = divmod(model.layers, chunks)
-    counts = [base] * chunks
-    order = list(range(1, chunks - 1)) + [chunks - 1, 0] if chunks > 1 else [0]
-    for c in order[:extra]:
-        counts[c] += 1
+    counts = _chunk_counts(model.layers, pp * v)
     dense_left = model.layers - model.moe_layers
     per_rank = [[0, 0] for _ in range(pp)]
     for c, count in enumerate(counts):
@@ -583,6 +578,17 @@ def _stage_layout(ctx, pp, v):
               tuple(group_of))
     ctx.stage_cache[key] = result
     return result
+
+
+def _chunk_counts(layers, chunks):
+    """``layers`` dealt over ``chunks`` as evenly as they go, a chunk's extra layer to the
+    middle chunks first, then the last, then the first."""
+    base, extra = divmod(layers, chunks)
+    counts = [base] * chunks
+    order = list(range(1, chunks - 1)) + [chunks - 1, 0] if chunks > 1 else [0]
+    for c in order[:extra]:
+        counts[c] += 1
+    return counts
 
 
 def _bubble_over_ideal(schedule, pp, m, v):
@@ -1524,15 +1530,8 @@ def validate():
 # ---- exports: Megatron-LM command line and torchtitan TOML ------------------------------
 
 def _chunk_layers(model, plan):
-    """Transformer layers of each model chunk, in chunk order (chunk c on rank c mod pp),
-    as ``_stage_layout`` deals them."""
-    chunks = plan.pp * plan.virtual_stages
-    base, extra = divmod(model.layers, chunks)
-    counts = [base] * chunks
-    order = list(range(1, chunks - 1)) + [chunks - 1, 0] if chunks > 1 else [0]
-    for c in order[:extra]:
-        counts[c] += 1
-    return counts
+    """Transformer layers of each model chunk, in chunk order (chunk c on rank c mod pp)."""
+    return _chunk_counts(model.layers, plan.pp * plan.virtual_stages)
 
 
 def megatron_args(model, cluster, plan):
