@@ -86,3 +86,12 @@ def scientific(value, digits=2):
 def count(value):
     """A whole count with thousands separators: 16384 -> "16,384", 131072 -> "131,072"."""
     return f"{round(value):,}"
+def days(value_s):
+    """Seconds as days: 1.69e6 -> "19.6 days", 43200 -> "0.5 days"."""
+    value = value_s / 86400
+    return f"{value:,.0f} days" if value >= 1000 else f"{_three_significant(value)} days"
+
+
+def rate(value, unit):
+    """A throughput with a metric prefix: (1.77e5, "tokens/s") -> "177K tokens/s"."""
+    return f"{si_count(value)} {unit}"

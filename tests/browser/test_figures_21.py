@@ -1,0 +1,127 @@
+"""Figure 21 in the page: the lab searches in the browser's Python and shows what CPython
+computes, explains a pinned degree, keeps bad text next to its field, restores a linked
+state, and copies its launch configurations."""
+import pytest
+
+from figures import registry
+from figures.contract import encode_state
+from models import planner
+from tests.browser.drive import assert_shows, move_and_check, read_state, readouts, readouts_state, set_control, settle
+from tests.browser.harness import PageSession
+
+pytestmark = pytest.mark.browser
+FIGURE = registry()[21]
+ANCHOR = FIGURE.anchor
+
+
+@pytest.fixture(scope="module")
+def session(browser, base_url):
+    session = PageSession(browser, base_url)
+    session.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
+    session.open("/")
+    session.page.evaluate(f"document.getElementById('{ANCHOR}').scrollIntoView()")
+    yield session
+    session.close()
+
+
+def state_of(page):
+    return FIGURE.validate_state(readouts_state(page, FIGURE))
+
+
+def test_the_lab_is_live_with_the_planners_recommendation(session):
+    page = session.page
+    assert page.get_attribute(f"#{ANCHOR}", "data-state") in ("static", "live")
+    assert_shows(page, FIGURE, FIGURE.default_state())
+    best = planner.recommend(planner.model_preset("gpt3-175b"), planner.cluster_preset("dgx-a100-80gb", 1024), 1536)[0]
+    assert readouts(page, ANCHOR)["plan"]["text"] == best.plan.label()
+    assert page.locator(f"#{ANCHOR} [data-role=html] li").count() >= 5  # the ladder, with numbers
+
+
+def test_pinning_a_degree_reprices_it_and_says_why_it_loses(session):
+    page = session.page
+    state = state_of(page)
+    shown = move_and_check(page, FIGURE, state, "tp", 8)
+    assert shown["plan"]["text"].startswith("tp8 ")
+    text = page.text_content(f"#{ANCHOR} [data-role=html]")
+    assert "Your plan (tp=8; the rest searched)" in text and "slower than the recommended plan" in text
+    move_and_check(page, FIGURE, state, "recompute", "full")
+    move_and_check(page, FIGURE, state, "zero", 3)
+    for key in ("tp", "recompute", "zero"):
+        move_and_check(page, FIGURE, state, key, "auto")
+    assert_shows(page, FIGURE, FIGURE.default_state())
+
+
+def test_model_cluster_and_workload_controls_reprice_the_plan(session):
+    page = session.page
+    state = state_of(page)
+    for key, value in (("model", "llama3-8b"), ("cluster", "dgx-h100"), ("gpus", 64), ("batch", 256),
+                       ("seq", 4096), ("tokens", 1e12), ("layers", 48), ("gated", "off"), ("layers", 0),
+                       ("gated", "preset"), ("seq", 0), ("pp", 2), ("schedule", "gpipe"), ("sequence_parallel", "off")):
+        move_and_check(page, FIGURE, state, key, value)
+
+
+def test_a_plan_that_does_not_fit_is_flagged(session):
+    page = session.page
+    state = state_of(page)
+    for key, value in (("model", "gpt3-175b"), ("cluster", "dgx-a100-80gb"), ("gpus", 1024), ("batch", 1536),
+                       ("seq", 0), ("layers", 0), ("pp", 1), ("schedule", "auto"), ("sequence_parallel", "auto"),
+                       ("tp", 8), ("recompute", "none"), ("zero", 0), ("cp", 1), ("microbatch", 1)):
+        set_control(page, FIGURE, key, value)
+        state[key] = value
+    shown = readouts(page, ANCHOR)
+    assert shown["fits"]["value"] == "does-not-fit"
+    assert "Does not fit" in page.text_content(f"#{ANCHOR} [data-role=html]")
+    assert "nothing fits" in page.text_content(f"#{ANCHOR} [data-role=note]")
+    assert_shows(page, FIGURE, state)
+    for key in ("pp", "tp", "recompute", "zero", "cp", "microbatch"):
+        set_control(page, FIGURE, key, "auto")
+
+
+def test_bad_text_stays_next_to_its_field_and_the_figure_keeps_its_plan(session):
+    page = session.page
+    before = readouts(page, ANCHOR)
+    page.fill(f"#{ANCHOR} [data-control=gpus]", "eight")
+    page.wait_for_function(f"document.querySelector('#{ANCHOR} [data-role=field-error][data-for=gpus]').textContent !== ''")
+    settle(page, ANCHOR)
+    assert "not a number" in page.text_content(f"#{ANCHOR} [data-role=field-error][data-for=gpus]")
+    assert page.get_attribute(f"#{ANCHOR} [data-control=gpus]", "aria-invalid") == "true"
+    assert page.get_attribute(f"#{ANCHOR}", "data-state") == "live"
+    assert readouts(page, ANCHOR) == before
+    set_control(page, FIGURE, "gpus", 1024)
+    assert page.get_attribute(f"#{ANCHOR} [data-control=gpus]", "aria-invalid") == "false"
+
+
+def test_an_impossible_model_is_named_in_the_note_not_an_error(session):
+    page = session.page
+    state = state_of(page)
+    move_and_check(page, FIGURE, state, "heads", 7)
+    assert "heads=7 does not divide hidden=12288" in page.text_content(f"#{ANCHOR} [data-role=note]")
+    assert page.get_attribute(f"#{ANCHOR}", "data-state") == "live"
+    move_and_check(page, FIGURE, state, "heads", 0)
+
+
+def test_a_link_restores_a_lab_state(session):
+    page = session.page
+    state = FIGURE.validate_state({**FIGURE.default_state(), "model": "llama3-8b", "cluster": "dgx-h100", "gpus": 8,
+                                   "batch": 32, "tp": 2})
+    page.evaluate(f"location.hash = '#{encode_state(FIGURE, state)}'")
+    page.wait_for_function(f"document.querySelector('#{ANCHOR} [data-control=model]').value === 'llama3-8b'")
+    settle(page, ANCHOR)
+    assert read_state(page, FIGURE) == state
+    assert_shows(page, FIGURE, state)
+
+
+def test_the_exports_copy_to_the_clipboard(session):
+    page = session.page
+    buttons = page.locator(f"#{ANCHOR} button[data-copy]")
+    assert buttons.count() == 2
+    buttons.first.click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.startswith("torchrun --nnodes") and "--tensor-model-parallel-size" in copied
+    model, gpus, plan = planner.parse_megatron_args(copied)
+    assert plan.label() == readouts(page, ANCHOR)["plan"]["text"]
+
+
+def test_no_errors_after_all_that(session):
+    assert session.console_errors == [] and session.page_errors == []
+    assert session.blocked == []

@@ -1,0 +1,149 @@
+"""Figure 21, the planner lab: its readouts are the planner's numbers, its drawing shows
+the estimate's parts, bad input stays next to its field or in the note, and the exports
+and the validation table are the planner's own."""
+import re
+import time
+import xml.etree.ElementTree as ET
+from html import unescape
+
+import pytest
+
+from figures import registry
+from models import planner
+
+FIGURE = registry()[21]
+DEFAULT = FIGURE.default_state()
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def view(**changes):
+    return FIGURE.render(FIGURE.validate_state({**DEFAULT, **changes}))
+
+
+def readouts(v):
+    return {r.key: r for r in v.readouts}
+
+
+STATES = [
+    ({}, planner.model_preset("gpt3-175b"), planner.cluster_preset("dgx-a100-80gb", 1024), 1536, {}),
+    ({"tp": 8, "recompute": "full"}, planner.model_preset("gpt3-175b"), planner.cluster_preset("dgx-a100-80gb", 1024),
+     1536, {"tp": 8, "recompute": "full"}),
+    ({"model": "llama3-8b", "cluster": "dgx-h100", "gpus": 8, "batch": 32, "tokens": 15e12},
+     planner.model_preset("llama3-8b"), planner.cluster_preset("dgx-h100", 8), 32, {}),
+    ({"model": "mixtral-8x7b", "seq": 4096, "cluster": "dgx-h100", "gpus": 64, "batch": 256, "ep": 8},
+     planner.model_preset("mixtral-8x7b", seq_len=4096), planner.cluster_preset("dgx-h100", 64), 256, {"ep": 8}),
+]
+
+
+@pytest.mark.parametrize("changes,model,cluster,batch,fixed", STATES, ids=lambda x: str(x)[:30])
+def test_star_readouts_are_the_planners_numbers(changes, model, cluster, batch, fixed):
+    shown = readouts(view(**changes))
+    best = planner.search(model, cluster, batch, top=5, fixed=fixed).candidates[0]
+    e = best.estimate
+    tokens = changes.get("tokens", DEFAULT["tokens"])
+    assert shown["plan"].text == best.plan.label()
+    assert shown["mfu"].value == e.mfu
+    assert shown["tokens_per_s"].value == e.tokens_per_s
+    assert shown["train_time_s"].value == planner.train_time_s(e, tokens)
+    assert shown["step_time_s"].value == e.step_time_s
+    assert shown["memory_bytes"].value == e.memory_bytes
+    assert shown["fits"].value == "fits"
+    assert 0 < shown["mfu"].value < 1
+
+
+def test_default_state_is_gpt3_on_1024_a100s_and_reports_the_validation_error():
+    v = view()
+    shown = readouts(v)
+    checks = planner.validate()
+    assert shown["validation_error"].value == max(abs(c.error) for c in checks) < 0.05
+    table = v.html.split("Validation")[-1]
+    for check in checks:
+        assert check.case.label in unescape(table) and f"{check.case.published:g}" in table
+    assert shown["train_time_s"].text.endswith("days") and "300B tokens in" == shown["train_time_s"].label
+
+
+def test_the_reasoning_is_the_ladder_and_a_pinned_plan_is_compared():
+    recommended = view()
+    assert "Recommended plan" in recommended.html
+    assert "Model states: 174.6B parameters x 18 bytes" in unescape(recommended.html)
+    pinned = view(tp=8)
+    assert "Your plan (tp=8; the rest searched)" in pinned.html
+    assert "slower than the recommended plan" in unescape(pinned.html)
+
+
+def _bars(svg_text):
+    root = ET.fromstring(svg_text)
+    boxes = [(p.get("class"), p.get("d")) for p in root.iter(f"{SVG}path") if p.get("class", "").startswith("fill-")]
+    widths = {}
+    for cls, d in boxes:
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", d)]
+        if numbers[3] == 26:  # bars are 26 high; legend swatches 10
+            widths.setdefault(cls, []).append(numbers[2])
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    return widths, texts
+
+
+def test_the_bars_show_every_part_in_proportion():
+    v = view()
+    e = planner.recommend(planner.model_preset("gpt3-175b"), planner.cluster_preset("dgx-a100-80gb", 1024), 1536)[0]
+    widths, texts = _bars(v.svg)
+    memory = {k: v for k, v in e.estimate.memory_breakdown.items() if v > 0}
+    drawn = {k: widths[f"fill-{k}"][0] for k in memory}
+    scale = drawn["activations"] / memory["activations"]
+    for key, value in memory.items():
+        assert drawn[key] == pytest.approx(value * scale, abs=0.01)
+        assert any(t.startswith(planner.MEMORY_NAMES[key]) for t in texts)  # a label, not colour alone
+    assert "usable" in texts and "HBM" in texts
+    time_parts = [k for k, v in e.estimate.time_breakdown.items() if v > 0]
+    for key in time_parts:
+        assert any(t.startswith(planner.PART_NAMES[key]) for t in texts)
+    assert len(v.alt) > 40 and "59.2 GB" in v.alt
+
+
+def test_a_plan_that_does_not_fit_is_drawn_over_the_line_with_its_reasons():
+    v = view(tp=8, pp=1, recompute="none", zero=0, microbatch=1, cp=1)
+    shown = readouts(v)
+    assert shown["fits"].value == "does-not-fit"
+    assert "too much" in v.svg
+    assert "Does not fit" in unescape(v.html) and "Less memory" in unescape(v.html)
+    assert "nothing fits" in v.note
+
+
+def test_bad_input_is_named_and_the_figure_still_renders():
+    v = view(heads=7)
+    assert "heads=7 does not divide hidden=12288" in v.note
+    assert readouts(v)["plan"].value == "none" and "Validation" in v.html
+    state, errors = FIGURE.check_state({**DEFAULT, "gpus": "eight", "batch": "-3"})
+    assert state["gpus"] == DEFAULT["gpus"] and "GPUs" in errors["gpus"] and "at least 1" in errors["batch"]
+    v = view(gpus=12)
+    assert v.note.startswith("gpus=12 must be a multiple of gpus_per_node=8")
+    assert view(batch=7).note.startswith("global_batch=7")
+
+
+def test_field_overrides_change_the_model():
+    shown = readouts(view(layers=48))
+    model = planner.model_preset("gpt3-175b", layers=48)
+    best = planner.recommend(model, planner.cluster_preset("dgx-a100-80gb", 1024), 1536)[0]
+    assert shown["step_time_s"].value == best.estimate.step_time_s
+    assert readouts(view(seq=4096))["tokens_per_s"].value != readouts(view())["tokens_per_s"].value
+    assert "SwiGLU" in FIGURE.control("gated").options[1][1]
+
+
+def test_exports_are_the_shown_plan():
+    v = view()
+    blocks = [unescape(b) for b in re.findall(r"<code>(.*?)</code>", v.html, re.S)]
+    megatron, toml = blocks
+    model, gpus, plan = planner.parse_megatron_args(megatron)
+    assert gpus == 1024 and plan.label() == readouts(v)["plan"].text
+    assert model == planner.model_preset("gpt3-175b")
+    assert planner.parse_torchtitan_toml(toml, model).tp == plan.tp
+    assert v.html.count("data-copy") == 2
+
+
+def test_the_lab_is_never_rendered_ahead_and_a_repaint_is_cheap():
+    assert FIGURE.render_ahead is False
+    view()
+    started = time.perf_counter()
+    for _ in range(5):
+        view()
+    assert (time.perf_counter() - started) / 5 < 0.05  # a cached search: the render itself is a few ms
