@@ -45,3 +45,20 @@ def _three_significant(value):
     if value >= 1:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
+
+def seconds(value, *, round_value=False):
+    """Durations with three significant figures in a readable unit: 4.99 s, 850 ms, 12.3 ms,
+    45.1 µs. ``round_value`` writes an axis tick without trailing zeros: 1 s, 2.5 s, 500 ms."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if abs(value) >= scale or unit == "ns":
+            number = decimal(value / scale, 3) if round_value else _three_significant(value / scale)
+            return "0 s" if value == 0 else f"{number} {unit}"
+
+
+def byte_count(num_bytes):
+    """Bytes with three significant figures and a decimal prefix: 1.57 MB, 786 kB, 12 B."""
+    for scale, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(num_bytes) >= scale:
+            return f"{_three_significant(num_bytes / scale)} {unit}"
+    return f"{num_bytes:.0f} B"
