@@ -41,10 +41,9 @@ BOTTLENECK = {
     "layer": "one oversized layer", "step_time": "step time (the batch limit)", "context": "long-context attention",
     "experts": "many experts",
 }
-AXIS_NAME = {
-    "ddp": "Data parallel + ZeRO-1", "zero": "ZeRO-1/2", "fsdp": "FSDP (ZeRO-3)", "hsdp": strategies.SHORT_NAMES["hsdp"],
-    "tp": strategies.SHORT_NAMES["tp"] + " parallel", "pp": strategies.SHORT_NAMES["pp"] + " parallel",
-    "cp": strategies.SHORT_NAMES["cp"] + " parallel", "ep": strategies.SHORT_NAMES["ep"] + " parallel",
+AXIS_NAME = {  # as a readout names the fix, mid-sentence
+    "ddp": "data parallel + ZeRO-1", "zero": "ZeRO-1/2", "fsdp": "FSDP (ZeRO-3)", "hsdp": strategies.SHORT_NAMES["hsdp"],
+    **{axis: strategies.SHORT_NAMES[axis].lower() + " parallel" for axis in ("tp", "pp", "cp", "ep")},
 }
 COLOUR = {"ddp": "dp", "zero": "zero", "fsdp": "zero", "hsdp": "hsdp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep"}
 
@@ -59,17 +58,26 @@ def _number(check, r, state):
     if check.key == "activations":
         return f"{gb(r.model_state_bytes)} + {gb(r.activation_bytes)} = {gb(check.value)} against {gb(check.limit)}"
     if check.key == "step_time":
-        return f"{state['micro']} x {state['seq']} tokens x {fmt.gpus(state['gpus'])} = {fmt.si_count(check.value)} against {fmt.si_count(check.limit)}"
+        return (f"{state['micro']} x {state['seq']} tokens x {fmt.gpus(state['gpus'])} = {_tokens(check.value)}"
+                f" against {_tokens(check.limit)}")
     if check.key == "context":
         return f"attention / dense FLOPs = seq / 6h = {fmt.decimal(check.value)} against 1"
     return f"{int(check.value)} expert{'s' if check.value > 1 else ''}"
+
+
+def _title(text):
+    return text[:1].upper() + text[1:]
+
+
+def _tokens(count):
+    return f"{fmt.si_count(float(f'{count:.3g}'))} tokens"
 
 
 def _fix_text(r):
     fix, gb = r.fix, fmt.gigabytes
     per = f"{gb(fix.per_device_bytes)} a GPU"
     if r.first_bottleneck == "none":
-        return AXIS_NAME["ddp"], f"{fix.replicas} replicas, {per}"
+        return _title(AXIS_NAME["ddp"]), f"{fix.replicas} replicas, {per}"
     if fix.axis in ("fsdp", "hsdp") and not fix.fits:
         if fix.min_gpus:
             return "Shard it: FSDP over every GPU", f"still {per}: needs {fix.min_gpus} GPUs or more"
@@ -83,7 +91,7 @@ def _fix_text(r):
         "ep": f"experts over {fix.group} ranks: {per}",
     }[fix.axis]
     title = {"layer": "One layer too big: tensor parallel", "experts": "Expert parallel: spread the experts",
-             "context": "Long context: context parallel"}.get(r.first_bottleneck, AXIS_NAME[fix.axis])
+             "context": "Long context: context parallel"}.get(r.first_bottleneck, _title(AXIS_NAME[fix.axis]))
     return title, detail if fix.fits else detail + ", still too much"
 
 
@@ -150,6 +158,9 @@ def render(state):
         Readout("activation_bytes", "activations, one microbatch", fmt.gigabytes(r.activation_bytes), r.activation_bytes, "activations"),
         Readout("hbm_bytes", "HBM per GPU", fmt.gigabytes(r.hbm_bytes), r.hbm_bytes, "hbm"),
         Readout("per_device_bytes", "per GPU after the fix", fmt.gigabytes(r.fix.per_device_bytes), r.fix.per_device_bytes),
+        Readout("fix", "how", detail),
+        Readout("batch_tokens", "global batch, data parallel alone", _tokens(r.check("step_time").value),
+                r.check("step_time").value),
         Readout("then", "then", _then_text(r)[len("then: "):], r.then_axis or "none"),
     )
     asked = "; ".join(f"{QUESTION[c.key]} {'yes' if c.passed else 'no'} ({_number(c, r, state)})"
