@@ -45,18 +45,20 @@ def _row(pairs, scale):
     half a pixel merged and every bar at least 0.6 px long: thousands of sub-pixel
     collectives become the few hundred bars a 720 px row can show."""
     xs = []
-    x0 = x1 = None
+    last = -1.0  # end of the bar being built, in pixels from X0
+    first = 0.0
     for start, end in sorted(pairs):
-        start, end = X0 + start * scale, X0 + end * scale
-        if x1 is not None and start - x1 < 0.5:
-            if end > x1:
-                x1 = end
+        start *= scale
+        if start - last < 0.5:
+            end *= scale
+            if end > last:
+                last = end
             continue
-        if x1 is not None:
-            xs += (x0, max(x1, x0 + 0.6))
-        x0, x1 = start, end
-    if x1 is not None:
-        xs += (x0, max(x1, x0 + 0.6))
+        if last >= 0:
+            xs += (X0 + first, X0 + (last if last - first >= 0.6 else first + 0.6))
+        first, last = start, end * scale
+    if last >= 0:
+        xs += (X0 + first, X0 + (last if last - first >= 0.6 else first + 0.6))
     return xs
 
 

@@ -54,7 +54,7 @@ TOP, ROW, BOX_H, LEAF_H = 50, 70, 44, 56
 def _number(check, r, state):
     gb = fmt.gigabytes
     if check.key == "model_state":
-        return f"{gb(check.value)} against {gb(check.limit)} of HBM"
+        return f"{gb(check.value)} against {gb(check.limit)} on one {hardware.gpu(state['gpu']).name}"
     if check.key == "activations":
         return f"{gb(r.model_state_bytes)} + {gb(r.activation_bytes)} = {gb(check.value)} against {gb(check.limit)}"
     if check.key == "step_time":

@@ -131,7 +131,7 @@ def _detail(pf):
 def render(state):
     frames = {key: tour.panel(key, state["devices"], state["phase"]) for key in tour.STRATEGIES}
     frame = tour.FRAMES[state["phase"]]
-    frame_text = FRAME_LABEL[frame.index].capitalize()
+    frame_text = FRAME_LABEL[frame.index].capitalize() + (" (playing)" if state["playing"] else "")
     focus = state["focus"]
     parts = []
     if focus == "all":

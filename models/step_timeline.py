@@ -213,6 +213,7 @@ class _Clock:
 
     def __init__(self):
         self.now = 0.0
+        self.pasted = {}  # layer body -> the times it started
         self.spans = {}
         self.exposed = {}
         self.comm = {}
@@ -245,6 +246,23 @@ class _Clock:
             self._list(axis, "exposed").append((self.now, ready))
             self.exposed[axis] = self.exposed.get(axis, 0.0) + (ready - self.now)
             self.now = ready
+
+    def paste(self, body):
+        """Run ``body`` (a clock that recorded one layer from time 0) from now. Every layer
+        repeats the same stretches, so each is simulated once; ``finish`` copies it to
+        each place it ran."""
+        self.pasted.setdefault(body, []).append(self.now)
+        self.now += body.now
+
+    def finish(self):
+        """Copy every pasted layer into place and add up its totals."""
+        for body, offsets in self.pasted.items():
+            for key, pairs in body.spans.items():
+                self._list(*key).extend([(start + t, end + t) for t in offsets for start, end in pairs])
+            for total, part in ((self.exposed, body.exposed), (self.comm, body.comm), (self.calls, body.calls)):
+                for axis, value in part.items():
+                    total[axis] = total.get(axis, 0) + value * len(offsets)
+        self.pasted = {}
 
     def blocking(self, axis, duration, calls):
         """A collective whose consumer is the very next op: issued now, fully waited for
@@ -305,48 +323,57 @@ def step_timeline(params, gpus, enabled, *, link="ib_ndr", gpu="h100_sxm", gpus_
     gather = _time("allgather", unit_bytes, lay.shard, over("fsdp")) if lay.shard > 1 else 0.0
     scatter = _time("reducescatter", unit_bytes, lay.shard, over("fsdp")) if lay.shard > 1 else 0.0
 
-    clock = _Clock()
+    def layer(phase):
+        """One layer's forward or backward from time 0, everything after its FSDP gather:
+        compute, the collectives the next op waits for, and the attention ring."""
+        body, factor = _Clock(), (1 if phase == "forward" else 2)
 
-    def attention(factor):
-        """The attention core, in c blocks; hop k+1 travels while block k computes."""
-        block = factor * core / c
-        for _ in range(c - 1):
-            start = clock.now
-            arrival = start + m * hop[factor]
-            clock.collective("cp", start, arrival, m)
-            clock.run(phase, block)
-            clock.wait_until("cp", arrival)
-        clock.run(phase, block)
+        def attention():  # in c blocks; hop k+1 travels while block k computes
+            block = factor * core / c
+            for _ in range(c - 1):
+                arrival = body.now + m * hop[factor]
+                body.collective("cp", body.now, arrival, m)
+                body.run(phase, block)
+                body.wait_until("cp", arrival)
+            body.run(phase, block)
+
+        if phase == "forward":
+            body.run(phase, qkv)
+            attention()
+            body.run(phase, proj)
+            body.blocking("tp", m * tp_allreduce, m)
+            body.blocking("ep", m * ep_alltoall, m)
+            body.run(phase, mlp)
+            body.blocking("ep", m * ep_alltoall, m)
+            body.blocking("tp", m * tp_allreduce, m)
+        else:
+            body.blocking("ep", m * ep_alltoall, m)
+            body.run(phase, 2 * mlp)
+            body.blocking("ep", m * ep_alltoall, m)
+            body.blocking("tp", m * tp_allreduce, m)
+            body.run(phase, 2 * proj)
+            attention()
+            body.run(phase, 2 * qkv)
+            body.blocking("tp", m * tp_allreduce, m)
+        return body
+
+    clock = _Clock()
+    forward_layer, backward_layer = layer("forward"), layer("backward")
 
     # ---- forward ----
-    phase = "forward"
     fsdp_free = 0.0
-    gather_end = [0.0] * layers
     previous_start = 0.0
     for j in range(layers):
         if lay.shard > 1:
             start = max(fsdp_free, previous_start if j else 0.0)  # prefetched when layer j-1 starts
-            fsdp_free = gather_end[j] = start + gather
+            fsdp_free = start + gather
             clock.collective("fsdp", start, fsdp_free)
-            clock.wait_until("fsdp", gather_end[j])
+            clock.wait_until("fsdp", fsdp_free)
         previous_start = clock.now
-        clock.run(phase, qkv)
-        attention(1)
-        clock.run(phase, proj)
-        clock.blocking("tp", m * tp_allreduce, m)
-        clock.blocking("ep", m * ep_alltoall, m)
-        clock.run(phase, mlp)
-        clock.blocking("ep", m * ep_alltoall, m)
-        clock.blocking("tp", m * tp_allreduce, m)
+        clock.paste(forward_layer)
     forward_end = clock.now
 
     # ---- pipeline: sends hide behind the next microbatch; the bubble is idle ----
-    def layer_backward_s():
-        """One layer's backward with PP on (no FSDP gathers then): compute, blocking
-        collectives and ring waits, as the backward loop below runs it."""
-        ring_wait = max(0.0, m * hop[2] - 2 * core / c)
-        return 2 * (qkv + core + proj + mlp) + m * (2 * tp_allreduce + 2 * ep_alltoall) + (c - 1) * ring_wait
-
     bubble_s = 0.0
     if p > 1:
         send = _time("sendrecv", activation_bytes / t, p, over("pp"))
@@ -359,12 +386,11 @@ def step_timeline(params, gpus, enabled, *, link="ib_ndr", gpu="h100_sxm", gpus_
             clock._list("pp", "comm").append(((i + 1) * per_microbatch - send, (i + 1) * per_microbatch))
         clock.wait_until("pp", clock.now + m * forward_sends.exposed_s)
         # (P-1)/m of the stage's ideal compute time, which includes its exposed collectives.
-        stage_s = forward_end + layers * layer_backward_s()
+        stage_s = forward_end + layers * backward_layer.now  # no FSDP gathers in backward with PP
         bubble_s = pipeline.bubble_over_ideal("1f1b", p, m) * stage_s
         clock.run("bubble", bubble_s)
 
     # ---- backward: each layer's compute is twice its forward ----
-    phase = "backward"
     reshard = p == 1  # with PP the gathered weights stay until backward (module docstring)
     backward_begin = clock.now
     backward_start = [0.0] * layers
@@ -390,14 +416,7 @@ def step_timeline(params, gpus, enabled, *, link="ib_ndr", gpu="h100_sxm", gpus_
             scatter_end[later] = reduce_scatter(later)
         clock.wait_until("fsdp", ready)
         backward_start[j] = clock.now
-        clock.blocking("ep", m * ep_alltoall, m)
-        clock.run(phase, 2 * mlp)
-        clock.blocking("ep", m * ep_alltoall, m)
-        clock.blocking("tp", m * tp_allreduce, m)
-        clock.run(phase, 2 * proj)
-        attention(2)
-        clock.run(phase, 2 * qkv)
-        clock.blocking("tp", m * tp_allreduce, m)
+        clock.paste(backward_layer)
         backward_end[j] = clock.now
     compute_end = clock.now
     if p > 1:
@@ -434,16 +453,18 @@ def step_timeline(params, gpus, enabled, *, link="ib_ndr", gpu="h100_sxm", gpus_
     updated = layers * shape.layer_params / t / lay.shard
     optimizer_s = OPTIMIZER_BYTES_PER_PARAM * updated / spec.hbm_bandwidth_bytes_per_s
     clock.run("optimizer", optimizer_s)
+    clock.finish()
 
     traffic = []
     for axis in AXES:
         if axis not in clock.comm or clock.comm[axis] <= 0:
             continue
         comm = clock.comm[axis]
-        exposed = clock.exposed.get(axis, 0.0)
+        exposed = min(clock.exposed.get(axis, 0.0), comm)
+        hidden = comm - exposed if comm - exposed > 1e-12 * comm else 0.0  # not summation residue
         group = {"dp": lay.replicas, "fsdp": lay.shard, "tp": t, "pp": p, "cp": c, "ep": lay.ep}[axis]
         traffic.append(AxisTraffic(axis, overlap.AXIS_COLLECTIVES[axis].collective, group,
-                                   fabric[axis], clock.calls.get(axis, 0), comm, exposed, max(0.0, comm - exposed)))
+                                   fabric[axis], clock.calls.get(axis, 0), comm, exposed, hidden))
     exposed_total = math.fsum(a.exposed_s for a in traffic)
     return StepTimeline(
         lay, layers, m, 3 * layers * (qkv + core + proj + mlp), forward_end, backward_done - backward_begin,

@@ -125,7 +125,7 @@ def test_fig19_default_is_the_zero_papers_7_5b_model_and_the_articles_advice():
 def test_fig19_prints_the_deciding_numbers_on_the_branches():
     _, view = _view(19)
     texts = [t.text for t in ET.fromstring(view.svg).iter(f"{SVG}text")]
-    assert "120 GB against 85.9 GB of HBM" in texts
+    assert "120 GB against 85.9 GB on one NVIDIA A100 80GB SXM" in texts
     assert any(t.startswith("groups of 2, 32 replicas") for t in texts)
 
 
