@@ -80,7 +80,8 @@ def render(state):
     scale = (X1 - X0) / step.step_time_s
     parts, y = [], 0.0
     # compute lane: one path per kind, each phase named once where it is wide enough
-    parts.append(svg.text(X0, y + 12, "Compute (one device, first pipeline stage)", class_="svg-label"))
+    where = "one device of the first pipeline stage" if lay.pp > 1 else "one device"
+    parts.append(svg.text(X0, y + 12, f"Compute ({where})", class_="svg-label"))
     y += LABEL_H
     names = []
     for kind, fill in KIND_FILL.items():

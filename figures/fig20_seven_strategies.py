@@ -8,8 +8,9 @@ NUMBER = 20
 TITLE = "The same seven strategies, as one moving picture"
 CAPTION = (
     "A toy GPT of 4 layers, width 256 (3.1M parameters, 50 MB of model state), trained on a batch of 2,048 "
-    "tokens, cut seven ways. In each panel a column is a device, a row one layer: the blue bar is the share "
-    "of that layer's state the device holds, the outlined row is being computed, and the lines underneath "
+    "tokens, cut seven ways. In each panel a column is a device, a row one layer: the bar is the share of "
+    "that layer's state the device holds (weights, gradients, optimizer state), the outlined row is being "
+    "computed, and the lines underneath "
     "are collectives, with the bytes they put on the wire. Press Play, or step the frame slider; click a "
     "panel to enlarge it."
 )
@@ -34,6 +35,7 @@ CONTROLS = (
 PW, PH, GAP = 172, 204, 8  # one panel, in its own coordinates
 DEV_TOP, ROW_H, BUS_H = 42, 18, 25
 WIDTH = 4 * PW + 3 * GAP + 2 * 8
+LEDGER = (("params", 2 / 16), ("grads", 2 / 16), ("optimizer", 12 / 16))
 
 
 def _panel(pf):
@@ -54,7 +56,7 @@ def _panel(pf):
         parts.append(svg.boxes([(left[d], DEV_TOP - 4, width, bottom - DEV_TOP + 4) for d in devices], class_="svg-lane" + dim))
         held = [(left[d] + 3, DEV_TOP + j * ROW_H, (width - 6) * pf.holdings[d][j], ROW_H - 5)
                 for d in devices for j in range(tour.TOY.layers) if pf.holdings[d][j] > 0]
-        parts.append(svg.boxes(held, class_="fill-params" + dim))
+        parts += _ledger_bars(held, dim)
     rows = range(tour.TOY.layers) if frame.layer is None else (frame.layer,)
     active = [(left[d] + 1.5, DEV_TOP + j * ROW_H - 1.5, width - 3, ROW_H - 2) for d in busy for j in rows
               if pf.holdings[d][j] > 0]
@@ -83,6 +85,16 @@ def _panel(pf):
     return parts
 
 
+def _ledger_bars(boxes, dim=""):
+    """Each share of a layer's state as its ledger: weights, gradients, optimizer state
+    side by side in the proportions 2 : 2 : 12 bytes a parameter (ZeRO Sec. 3.1)."""
+    parts, offset = [], 0.0
+    for part, share in LEDGER:
+        parts.append(svg.boxes([(x + w * offset, y, w * share, h) for x, y, w, h in boxes], class_=f"fill-{part}{dim}"))
+        offset += share
+    return parts
+
+
 def _op_name(transfer):
     return "Ring Send/Recv" if transfer.op == "sendrecv" and len(transfer.groups[0]) > 2 else OP_NAME[transfer.op]
 
@@ -100,16 +112,19 @@ def _wrap(text, limit=54):
 
 def _legend(x, y, frame_text):
     parts = [svg.text(x + 8, y + 18, frame_text, class_="svg-label")]
-    items = (("fill-params", "state held, per layer"), ("svg-active stroke-forward", "computing, forward"),
-             ("svg-active stroke-backward", "computing, backward"), ("svg-active stroke-optimizer_step", "optimizer step"),
-             ("svg-wire stroke-comm", "collective on the wire"), ("svg-lane svg-dim", "idle device"))
+    items = (("ledger", "state held: weights,"), ("", "gradients, optimizer"),
+             ("svg-active stroke-forward", "computing, forward"), ("svg-active stroke-backward", "computing, backward"),
+             ("svg-active stroke-optimizer_step", "optimizer step"), ("svg-wire stroke-comm", "collective on the wire"),
+             ("svg-lane svg-dim", "idle device"))
     for i, (css, text) in enumerate(items):
-        ry = y + 36 + i * 22
-        if "wire" in css:
-            parts.append(svg.segments(((x + 8, ry + 6, x + 26, ry + 6),), class_=css))
-        else:
-            parts.append(svg.boxes(((x + 8, ry, 18, 12),), class_=css))
-        parts.append(svg.text(x + 32, ry + 10, text, class_="svg-label-soft"))
+        ry = y + 34 + i * 20
+        if css == "ledger":
+            parts += _ledger_bars(((x + 8, ry, 32, 12),))
+        elif "wire" in css:
+            parts.append(svg.segments(((x + 8, ry + 6, x + 40, ry + 6),), class_=css))
+        elif css:
+            parts.append(svg.boxes(((x + 8, ry, 32, 12),), class_=css))
+        parts.append(svg.text(x + 46, ry + 10, text, class_="svg-label-soft"))
     return parts
 
 
@@ -171,7 +186,7 @@ def render(state):
     readouts = (
         Readout("phase_name", "frame", FRAME_LABEL[frame.index], frame.phase),
         Readout("moving_bytes", moving_label, fmt.byte_count(moving), moving, "comm"),
-        Readout("held_fraction", held_label, fmt.percent(held, 1), held, "params"),
+        Readout("held_fraction", held_label, fmt.percent(held, 1), held),
     )
     alt = (f"{'Seven panels' if focus == 'all' else NAMES[focus] + ' enlarged'}, one toy model on "
            f"{state['devices']} devices, frame {frame.index + 1} of {len(tour.FRAMES)}: {FRAME_LABEL[frame.index]}. "
