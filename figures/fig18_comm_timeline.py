@@ -11,7 +11,8 @@ CAPTION = (
     "One H100's training step, forward, backward, optimizer, with a lane per strategy you switch on. "
     "A thin bar is a collective in flight while compute continues; a tall red bar is time the compute "
     "waits for it. The default is Megatron-LM's layout for its 145.6B model (TP 8, PP 8, DP 24). "
-    "Switch on context or expert parallelism and watch the red grow; switch TP off and see what hides."
+    "Switch on context or expert parallelism and watch the red grow; switch tensor and pipeline parallelism "
+    "off and see how much gradient traffic a whole backward pass can hide."
 )
 
 NETWORKS = ("ib_hdr", "ib_ndr", "ib_xdr", "roce_400gbe")

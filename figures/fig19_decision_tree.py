@@ -98,6 +98,8 @@ def _fix_text(r):
 def _then_text(r):
     if r.fix.min_gpus:
         return "then: a bigger GPU budget"
+    if r.then is None and not r.fix.fits:
+        return "then: more GPUs, or fewer tokens a microbatch"
     if r.then is None:
         return "then: nothing else fails"
     return f"then: {AXIS_NAME[r.then_axis]}, for {BOTTLENECK[r.then]}"

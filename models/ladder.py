@@ -35,7 +35,8 @@ axis that fixes it"):
 * step time: ``tp`` inside a node; ``pp`` next if the batch is still too large.
 * context: ``cp``. experts: ``ep``. Nothing fails: ``ddp`` (with ZeRO-1, free).
 
-``then`` is the next question after the fix that still fails (or None).
+``then`` is the next question after the fix that still fails (or None), asked with the fix
+in place: TP or CP over k GPUs divides the global batch data parallelism needs by k.
 
 What it does not model: step time in seconds (see ``step_timeline`` and the planner), full
 activation checkpointing (a compute trade the ladder takes before CP), optimizer choices
@@ -205,8 +206,18 @@ def climb(params, seq, gpu, gpus, experts=1, micro=1, *, gpus_per_node=8):
     else:
         bottleneck, fix = "experts", Fix("ep", True, state + acts, min(experts, gpus), 1, 0)
     if then is None and fix.fits and fix.min_gpus == 0:
+        # The later questions, asked again with the fix in place: TP and CP make each sample
+        # span several GPUs, so data parallelism needs a batch that many times smaller.
+        split = fix.group if fix.axis in ("tp", "cp") else 1
         for check in checks[2:]:
-            if check.key != bottleneck and not check.passed and (check.key != "context" or fix.axis != "cp"):
+            if check.key == bottleneck or check.key == "context" and fix.axis == "cp":
+                continue
+            if check.key == "step_time":
+                if tokens / split <= MAX_BATCH_TOKENS:
+                    continue
+                then = ("step_time", "pp" if fix.axis == "tp" else "tp")
+                break
+            if not check.passed:
                 then = (check.key, _LATER_AXIS[check.key])
                 break
     return Ladder(checks, bottleneck, fix.axis, fix, then[0] if then else None, then[1] if then else None,

@@ -41,7 +41,9 @@ def test_long_sequences_call_for_context_parallelism():
     assert (r.first_bottleneck, r.recommended_axis) == ("context", "cp")
     assert r.check("context").value == 131072 / (6 * 2304)  # attention FLOPs over dense GEMM FLOPs
     assert r.fix.fits and r.fix.group == 16
-    assert (r.then, r.then_axis) == ("step_time", "tp")  # 131072 x 64 tokens is past the batch limit
+    assert r.then is None  # 131072 x 64 tokens, over 16-way CP: 524k a step, within the batch limit
+    r = L.climb(1_700_000_000, 131072, A100, 1024)
+    assert (r.recommended_axis, r.then, r.then_axis) == ("cp", "step_time", "tp")  # 8.4M tokens even after CP
 
 
 def test_too_many_replicas_call_for_tensor_then_pipeline():
@@ -50,6 +52,8 @@ def test_too_many_replicas_call_for_tensor_then_pipeline():
     assert r.check("step_time").value == 2048 * 4096 > L.MAX_BATCH_TOKENS
     r = L.climb(1_700_000_000, 2048, A100, 16384, micro=4)
     assert (r.then, r.then_axis) == ("step_time", "pp")
+    r = L.climb(350_000_000, 2048, "a100_40gb", 128, micro=32)  # TP for activations is enough for the batch too
+    assert (r.first_bottleneck, r.recommended_axis, r.then) == ("activations", "tp", None)
 
 
 def test_big_models_shard_then_split_activations():
