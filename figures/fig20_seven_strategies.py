@@ -10,9 +10,8 @@ CAPTION = (
     "A toy GPT of 4 layers, width 256 (3.1M parameters, 50 MB of model state), trained on a batch of 2,048 "
     "tokens, cut seven ways. In each panel a column is a device, a row one layer: the bar is the share of "
     "that layer's state the device holds (weights, gradients, optimizer state), the outlined row is being "
-    "computed, and the lines underneath "
-    "are collectives, with the bytes they put on the wire. Press Play, or step the frame slider; click a "
-    "panel to enlarge it."
+    "computed, and the lines underneath are collectives, with the bytes they put on the wire. Press Play, "
+    "or step the frame slider; click a panel to enlarge it."
 )
 
 NAMES = {key: strategies.SHORT_NAMES[key] for key in tour.STRATEGIES}
