@@ -232,3 +232,18 @@ def _check() -> None:
 
 
 _check()
+
+
+# Short names for the figures' controls, panels and lanes (Figures 18-20), keyed like the
+# cards; HSDP (a layout of ZeRO-3, not a strategy of its own) has no card, only these words.
+SHORT_NAMES: dict[str, str] = {
+    "dp": "Data parallel",
+    "zero": "ZeRO / FSDP",
+    "hsdp": "HSDP",
+    "tp": "Tensor",
+    "sp": "Sequence",
+    "pp": "Pipeline",
+    "cp": "Context",
+    "ep": "Expert",
+}
+HSDP_SPLIT: str = "everything persistent, inside a group of ranks; the groups are replicas"

@@ -1,0 +1,174 @@
+"""Figure 19: the decision tree. Describe a model and a GPU budget; the ladder lights the
+first question that fails and the least communication-heavy axis that fixes it."""
+from figures import fmt, svg
+from figures.contract import Readout, Select, Slider, View
+from models import hardware, ladder, shapes, strategies
+
+NUMBER = 19
+TITLE = "The decision tree"
+CAPTION = (
+    "Each question is asked on one GPU, in order; the first that fails lights its branch, the fix "
+    "that costs the least communication, and what to check after it. The number that decides each "
+    "branch is printed on it. The default, a 7.5B model on 64 A100s, cannot hold its 120 GB of model "
+    "state on one GPU. Try 1.7B, then raise the sequence to 128k, or the GPUs to 4,096."
+)
+
+CONTROLS = (
+    Slider("params", "Parameters", stops=shapes.PARAMS, default=7_500_000_000, format=fmt.si_count),
+    Slider("seq", "Sequence length", stops=tuple(2**k for k in range(9, 18)), default=2048, unit="tokens"),
+    Select("gpu", "GPU", options=tuple((key, spec.name) for key, spec in hardware.GPUS.items()), default="a100_80gb"),
+    Slider("gpus", "GPUs", stops=tuple(2**k for k in range(15)), default=64, format=fmt.gpus),
+    Slider("experts", "Experts (1 = dense)", stops=(1, 8, 16, 32, 64, 128, 256), default=1),
+    Slider("micro", "Microbatch", stops=(1, 2, 4, 8, 16, 32), default=1, unit="sequences"),
+)
+
+QUESTION = {
+    "model_state": "Does the model state, 16 bytes a parameter, fit one GPU?",
+    "activations": "Do one microbatch's activations fit beside it?",
+    "step_time": "Can data parallelism alone keep every GPU busy?",
+    "context": "Is attention a small part of each layer?",
+    "experts": "Is the model dense (one expert)?",
+}
+LEAF = {  # the generic fix on each "no" branch
+    "model_state": "Shard it: ZeRO-3 (FSDP, HSDP)",
+    "activations": "Free ZeRO stages, then ZeRO-3, then TP",
+    "step_time": "Tensor parallel in a node, then pipeline",
+    "context": "Context parallel: split the sequence",
+    "experts": "Expert parallel: spread the experts",
+}
+BOTTLENECK = {
+    "none": "nothing fails", "model_state": "model-state memory", "activations": "activation memory",
+    "layer": "one oversized layer", "step_time": "step time (the batch limit)", "context": "long-context attention",
+    "experts": "many experts",
+}
+AXIS_NAME = {  # as a readout names the fix, mid-sentence
+    "ddp": "data parallel + ZeRO-1", "zero": "ZeRO-1/2", "fsdp": "FSDP (ZeRO-3)", "hsdp": strategies.SHORT_NAMES["hsdp"],
+    **{axis: strategies.SHORT_NAMES[axis].lower() + " parallel" for axis in ("tp", "pp", "cp", "ep")},
+}
+COLOUR = {"ddp": "dp", "zero": "zero", "fsdp": "zero", "hsdp": "hsdp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep"}
+
+WIDTH, SPINE_X, SPINE_W, LEAF_X, LEAF_W = 720, 6, 384, 414, 300
+TOP, ROW, BOX_H, LEAF_H = 50, 70, 44, 56
+
+
+def _number(check, r, state):
+    gb = fmt.gigabytes
+    if check.key == "model_state":
+        return f"{gb(check.value)} against {gb(check.limit)} on one {hardware.gpu(state['gpu']).name}"
+    if check.key == "activations":
+        return f"{gb(r.model_state_bytes)} + {gb(r.activation_bytes)} = {gb(check.value)} against {gb(check.limit)}"
+    if check.key == "step_time":
+        return (f"{state['micro']} x {state['seq']} tokens x {fmt.gpus(state['gpus'])} = {_tokens(check.value)}"
+                f" against {_tokens(check.limit)}")
+    if check.key == "context":
+        return f"attention / dense FLOPs = seq / 6h = {fmt.decimal(check.value)} against 1"
+    return f"{int(check.value)} expert{'s' if check.value > 1 else ''}"
+
+
+def _title(text):
+    return text[:1].upper() + text[1:]
+
+
+def _tokens(count):
+    return f"{fmt.si_count(float(f'{count:.3g}'))} tokens"
+
+
+def _fix_text(r):
+    fix, gb = r.fix, fmt.gigabytes
+    per = f"{gb(fix.per_device_bytes)} a GPU"
+    if r.first_bottleneck == "none":
+        return _title(AXIS_NAME["ddp"]), f"{fix.replicas} replicas, {per}"
+    if fix.axis in ("fsdp", "hsdp") and not fix.fits:
+        if fix.min_gpus:
+            return "Shard it: FSDP over every GPU", f"still {per}: needs {fix.min_gpus} GPUs or more"
+        return "Shard it: FSDP over every GPU", f"still {per}: activations too"
+    detail = {
+        "zero": f"ZeRO-2 over {fix.group}: {per}",
+        "fsdp": f"ZeRO-3 over all {fix.group}: {per}",
+        "hsdp": f"groups of {fix.group}, {fix.replicas} replicas: {per}",
+        "tp": f"TP {fix.group} with sequence parallel: {per}",
+        "cp": f"CP {fix.group}: {per}",
+        "ep": f"experts over {fix.group} ranks: {per}",
+    }[fix.axis]
+    title = {"layer": "One layer too big: tensor parallel", "experts": "Expert parallel: spread the experts",
+             "context": "Long context: context parallel"}.get(r.first_bottleneck, _title(AXIS_NAME[fix.axis]))
+    return title, detail if fix.fits else detail + ", still too much"
+
+
+def _then_text(r):
+    if r.fix.min_gpus:
+        return "then: a bigger GPU budget"
+    if r.then is None and not r.fix.fits:
+        return "then: more GPUs, or fewer tokens a microbatch"
+    if r.then is None:
+        return "then: nothing else fails"
+    return f"then: {AXIS_NAME[r.then_axis]}, for {BOTTLENECK[r.then]}"
+
+
+def render(state):
+    r = ladder.climb(state["params"], state["seq"], state["gpu"], state["gpus"], state["experts"], state["micro"])
+    failed = next((i for i, check in enumerate(r.checks) if not check.passed), len(r.checks))
+    parts = [
+        svg.boxes(((SPINE_X, 4, WIDTH - 2 * SPINE_X, 34),), class_="svg-lane svg-lit"),
+        svg.text(SPINE_X + 8, 25, "Start: make one GPU efficient first (bf16, fused Adam, FlashAttention, "
+                 "selective recomputation)", class_="svg-label"),
+    ]
+    lit_links, dim_links, texts, soft = [], [], [], []
+    mid = SPINE_X + SPINE_W / 2
+    for i, check in enumerate(r.checks):
+        y = TOP + i * ROW
+        lit = i <= failed
+        (lit_links if lit else dim_links).append((mid, y - 12, mid, y))
+        parts.append(svg.boxes(((SPINE_X, y, SPINE_W, BOX_H),), class_="svg-lane " + ("svg-lit" if lit else "svg-dim")))
+        texts.append((SPINE_X + 8, y + 18, QUESTION[check.key], lit))
+        soft.append((SPINE_X + 8, y + 36, _number(check, r, state), lit))
+        if check.passed:
+            soft.append((mid + 6, y + BOX_H + 12, "yes", lit))
+        branch = i == failed
+        (lit_links if branch else dim_links).append((SPINE_X + SPINE_W, y + BOX_H / 2, LEAF_X, y + BOX_H / 2))
+        soft.append((SPINE_X + SPINE_W + 8, y + BOX_H / 2 - 5, "no", branch))
+        leaf = _fix_text(r) if branch else (LEAF[check.key], "")
+        parts.append(svg.boxes(((LEAF_X, y - 6, LEAF_W, LEAF_H),), class_="svg-lane " + ("svg-lit" if branch else "svg-dim")))
+        if branch:
+            parts.append(svg.boxes(((LEAF_X, y - 6, 6, LEAF_H),), class_=f"fill-{COLOUR[r.recommended_axis]}"))
+            soft.append((LEAF_X + 12, y + 28, leaf[1], True))
+            soft.append((LEAF_X + 12, y + 44, _then_text(r), True))
+        texts.append((LEAF_X + 12, y + 10, leaf[0], branch))
+    y = TOP + len(r.checks) * ROW
+    done = failed == len(r.checks)
+    (lit_links if done else dim_links).append((mid, y - 26, mid, y))
+    parts.append(svg.boxes(((SPINE_X, y, SPINE_W, BOX_H),), class_="svg-lane " + ("svg-lit" if done else "svg-dim")))
+    if done:
+        parts.append(svg.boxes(((SPINE_X, y, 6, BOX_H),), class_="fill-dp"))
+        title, detail = _fix_text(r)
+        texts.append((SPINE_X + 12, y + 18, f"Nothing fails: {title}", True))
+        soft.append((SPINE_X + 12, y + 36, detail, True))
+    else:
+        texts.append((SPINE_X + 12, y + 18, "Nothing fails: " + AXIS_NAME["ddp"], False))
+    parts.append(svg.segments(dim_links, class_="svg-link"))
+    parts.append(svg.segments(lit_links, class_="svg-link svg-link-lit"))
+    for rows, css in ((texts, "svg-label"), (soft, "svg-label-soft")):
+        parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if on], class_=css))
+        parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if not on], class_=css + " svg-dim"))
+    drawing = svg.document(WIDTH, y + BOX_H + 6, parts, label="Decision tree: five questions asked in order on one GPU, "
+                           "each with a fix on its no branch", class_="drawing-scroll")
+    title, detail = _fix_text(r)
+    readouts = (
+        Readout("first_bottleneck", "fails first", BOTTLENECK[r.first_bottleneck], r.first_bottleneck),
+        Readout("recommended_axis", "fix", AXIS_NAME[r.recommended_axis], r.recommended_axis, COLOUR[r.recommended_axis]),
+        Readout("model_state_bytes", "model state, unsharded", fmt.gigabytes(r.model_state_bytes), r.model_state_bytes, "params"),
+        Readout("activation_bytes", "activations, one microbatch", fmt.gigabytes(r.activation_bytes), r.activation_bytes, "activations"),
+        Readout("hbm_bytes", "HBM per GPU", fmt.gigabytes(r.hbm_bytes), r.hbm_bytes, "hbm"),
+        Readout("per_device_bytes", "per GPU after the fix", fmt.gigabytes(r.fix.per_device_bytes), r.fix.per_device_bytes),
+        Readout("fix", "how", detail),
+        Readout("batch_tokens", "global batch, data parallel alone", _tokens(r.check("step_time").value),
+                r.check("step_time").value),
+        Readout("then", "then", _then_text(r)[len("then: "):], r.then_axis or "none"),
+    )
+    asked = "; ".join(f"{QUESTION[c.key]} {'yes' if c.passed else 'no'} ({_number(c, r, state)})"
+                      for c in r.checks[:failed + 1])
+    shape = shapes.shape_for(state["params"])
+    alt = (f"Decision tree for {shape.name} ({fmt.si_count(state['params'])} parameters), {state['seq']} tokens, "
+           f"microbatch {state['micro']}, {state['experts']} expert(s), on {fmt.gpus(state['gpus'])} "
+           f"{hardware.gpu(state['gpu']).name}. {asked}. Lit fix: {title}, {detail}. {_then_text(r).capitalize()}.")
+    return View(svg=drawing, readouts=readouts, alt=alt)

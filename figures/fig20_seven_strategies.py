@@ -1,0 +1,193 @@
+"""Figure 20: one toy model cut seven ways, in seven panels stepping through one training
+step in lock-step: what each device holds, which devices compute, what is on the wire."""
+from figures import fmt, svg
+from figures.contract import Play, Readout, Select, Slider, View
+from models import strategies, tour
+
+NUMBER = 20
+TITLE = "The same seven strategies, as one moving picture"
+CAPTION = (
+    "A toy GPT of 4 layers, width 256 (3.1M parameters, 50 MB of model state), trained on a batch of 2,048 "
+    "tokens, cut seven ways. In each panel a column is a device, a row one layer: the bar is the share of "
+    "that layer's state the device holds (weights, gradients, optimizer state), the outlined row is being "
+    "computed, and the lines underneath are collectives, with the bytes they put on the wire. Press Play, "
+    "or step the frame slider; click a panel to enlarge it."
+)
+
+NAMES = {key: strategies.SHORT_NAMES[key] for key in tour.STRATEGIES}
+CARD_WORDS = {key: (strategies.card(key).sharded, strategies.card(key).communication)
+              for key in tour.STRATEGIES if key != "hsdp"}
+CARD_WORDS["hsdp"] = ("Split: " + strategies.HSDP_SPLIT + ".", strategies.card("zero").communication)
+FRAME_LABEL = {f.index: (f"{f.phase}, layer {f.layer + 1} of {tour.TOY.layers}" if f.layer is not None else "optimizer step")
+               for f in tour.FRAMES}
+OP_NAME = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
+           "alltoall": "All-to-All", "sendrecv": "Send/Recv"}
+
+CONTROLS = (
+    Play("playing", "Play", drives="phase", interval_ms=900),
+    Slider("phase", "Frame", min=0, max=len(tour.FRAMES) - 1, step=1, default=0, format=FRAME_LABEL.get),
+    Select("focus", "Enlarge", options=(("all", "All seven"),) + tuple((k, NAMES[k]) for k in tour.STRATEGIES),
+           default="all"),
+    Select("devices", "Devices", options=((2, "2 devices"), (4, "4 devices")), default=4),
+)
+
+PW, PH, GAP = 172, 204, 8  # one panel, in its own coordinates
+DEV_TOP, ROW_H, BUS_H = 42, 18, 25
+WIDTH = 4 * PW + 3 * GAP + 2 * 8
+LEDGER = (("params", 2 / 16), ("grads", 2 / 16), ("optimizer", 12 / 16))
+
+
+def _panel(pf):
+    n = pf.devices
+    width = (PW - 16 - (n - 1) * 6) / n
+    left = [8 + d * (width + 6) for d in range(n)]
+    frame = pf.frame
+    parts = [svg.boxes(((0, 0, PW, PH),), class_="svg-lane"),
+             svg.text(8, 16, NAMES[pf.strategy], class_="svg-label"),
+             svg.text(8, 31, f"each device holds {fmt.percent(pf.held_fraction, 0)}", class_="svg-label-soft")]
+    bottom = DEV_TOP + tour.TOY.layers * ROW_H + 4
+    busy = [d for d in range(n) if pf.computing[d]]
+    idle = [d for d in range(n) if not pf.computing[d]]
+    if pf.strategy == "hsdp" and n > tour.HSDP_GROUP:  # the shard groups, each a replica of the others
+        parts.append(svg.boxes([(left[s] - 3, DEV_TOP - 7, tour.HSDP_GROUP * width + 6 * tour.HSDP_GROUP, bottom - DEV_TOP + 10)
+                                for s in range(0, n, tour.HSDP_GROUP)], class_="svg-group"))
+    for devices, dim in ((busy, ""), (idle, " svg-dim")):
+        parts.append(svg.boxes([(left[d], DEV_TOP - 4, width, bottom - DEV_TOP + 4) for d in devices], class_="svg-lane" + dim))
+        held = [(left[d] + 3, DEV_TOP + j * ROW_H, (width - 6) * pf.holdings[d][j], ROW_H - 5)
+                for d in devices for j in range(tour.TOY.layers) if pf.holdings[d][j] > 0]
+        parts += _ledger_bars(held, dim)
+    rows = range(tour.TOY.layers) if frame.layer is None else (frame.layer,)
+    active = [(left[d] + 1.5, DEV_TOP + j * ROW_H - 1.5, width - 3, ROW_H - 2) for d in busy for j in rows
+              if pf.holdings[d][j] > 0]
+    kind = "optimizer_step" if frame.layer is None else frame.phase
+    parts.append(svg.boxes(active, class_=f"svg-active stroke-{kind}"))
+    centre = [x + width / 2 for x in left]
+    wires, labels = [], []
+    for k, transfer in enumerate(pf.transfers):
+        y = bottom + 12 + k * BUS_H
+        reach = 12 if k == 0 else 5  # the first comb's teeth reach up to the devices
+        if pf.strategy == "pp":  # one activation (or its gradient) to the neighbouring stage: an arrow
+            src, dst = transfer.groups[0]
+            step = 1 if dst > src else -1
+            tip = centre[dst] - step * 4
+            wires += [(centre[src], y, tip, y), (tip, y, tip - step * 5, y - 4), (tip, y, tip - step * 5, y + 4)]
+        else:  # a comb under the devices of each group
+            for g, members in enumerate(transfer.groups):
+                ly = y + 4 * (g if members[-1] - members[0] >= len(members) else 0)  # interleaved groups: offset
+                wires.append((centre[members[0]], ly, centre[members[-1]], ly))
+                wires += [(centre[d], ly - reach, centre[d], ly) for d in members]
+        labels.append((8, y + 15, f"{_op_name(transfer)} {fmt.data_size(transfer.wire_bytes)}"))
+    if not pf.transfers:
+        labels.append((8, bottom + 27, "nothing on the wire"))
+    parts.append(svg.segments(wires, class_="svg-wire stroke-comm"))
+    parts.append(svg.texts(labels, class_="svg-label-soft"))
+    return parts
+
+
+def _ledger_bars(boxes, dim=""):
+    """Each share of a layer's state as its ledger: weights, gradients, optimizer state
+    side by side in the proportions 2 : 2 : 12 bytes a parameter (ZeRO Sec. 3.1)."""
+    parts, offset = [], 0.0
+    for part, share in LEDGER:
+        parts.append(svg.boxes([(x + w * offset, y, w * share, h) for x, y, w, h in boxes], class_=f"fill-{part}{dim}"))
+        offset += share
+    return parts
+
+
+def _op_name(transfer):
+    return "Ring Send/Recv" if transfer.op == "sendrecv" and len(transfer.groups[0]) > 2 else OP_NAME[transfer.op]
+
+
+def _wrap(text, limit=54):
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > limit:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + [line] if line else lines
+
+
+def _legend(x, y, frame_text):
+    parts = [svg.text(x + 8, y + 18, frame_text, class_="svg-label")]
+    items = (("ledger", "state held: weights,"), ("", "gradients, optimizer"),
+             ("svg-active stroke-forward", "computing, forward"), ("svg-active stroke-backward", "computing, backward"),
+             ("svg-active stroke-optimizer_step", "optimizer step"), ("svg-wire stroke-comm", "collective on the wire"),
+             ("svg-lane svg-dim", "idle device"))
+    for i, (css, text) in enumerate(items):
+        ry = y + 34 + i * 20
+        if css == "ledger":
+            parts += _ledger_bars(((x + 8, ry, 32, 12),))
+        elif "wire" in css:
+            parts.append(svg.segments(((x + 8, ry + 6, x + 40, ry + 6),), class_=css))
+        elif css:
+            parts.append(svg.boxes(((x + 8, ry, 32, 12),), class_=css))
+        parts.append(svg.text(x + 46, ry + 10, text, class_="svg-label-soft"))
+    return parts
+
+
+def _detail(pf):
+    """Sentences about the focused panel, for its side column and the alt text."""
+    split, moves = CARD_WORDS[pf.strategy]
+    lines = [f"Each device holds {fmt.percent(pf.held_fraction, 1)} of the model state. {split}"]
+    for t in pf.transfers:
+        lines.append(f"{_op_name(t)} of {t.what}: {fmt.data_size(t.wire_bytes)} on the wire.")
+    if not pf.transfers:
+        lines.append("Nothing on the wire in this frame.")
+    waiting = [d for d in range(pf.devices) if not pf.computing[d]]
+    if waiting:
+        lines.append(f"Devices {', '.join(str(d) for d in waiting)} wait: the bubble of a one-microbatch pipeline.")
+    lines.append(f"Per step: {moves.rstrip('.')}.")
+    return lines
+
+
+def render(state):
+    frames = {key: tour.panel(key, state["devices"], state["phase"]) for key in tour.STRATEGIES}
+    frame = tour.FRAMES[state["phase"]]
+    frame_text = FRAME_LABEL[frame.index].capitalize() + (" (playing)" if state["playing"] else "")
+    focus = state["focus"]
+    parts = []
+    if focus == "all":
+        for i, key in enumerate(tour.STRATEGIES):
+            x, y = 8 + (i % 4) * (PW + GAP), (i // 4) * (PH + GAP)
+            parts.append(svg.group(_panel(frames[key]), transform=f"translate({x} {y})", class_="panel-button",
+                                   data_set=f"focus={key}", tabindex="0", role="button",
+                                   aria_label=f"Enlarge the {NAMES[key]} panel"))
+        parts += _legend(8 + 3 * (PW + GAP), PH + GAP, frame_text)
+        height = 2 * PH + GAP
+        moving = sum(pf.moving_bytes for pf in frames.values())
+        held = min(pf.held_fraction for pf in frames.values())
+        moving_label, held_label = "on the wire now, all seven", "smallest share one device holds"
+        alt_panels = "; ".join(f"{NAMES[k]}: holds {fmt.percent(pf.held_fraction, 0)}, "
+                               + (", ".join(f"{_op_name(t)} {fmt.data_size(t.wire_bytes)}" for t in pf.transfers)
+                                  or "nothing on the wire") for k, pf in frames.items())
+    else:
+        pf = frames[focus]
+        parts.append(svg.group(_panel(pf), transform="translate(8 0) scale(2)", class_="panel-button",
+                               data_set="focus=all", tabindex="0", role="button", aria_label="Show all seven panels"))
+        x = 8 + 2 * PW + 20
+        lines = [(x, 18, f"{NAMES[focus]}: {frame_text.lower()}", "svg-label")]
+        y = 44
+        for sentence in _detail(pf):
+            for line in _wrap(sentence):
+                lines.append((x, y, line, "svg-label-soft"))
+                y += 16
+            y += 8
+        for css in ("svg-label", "svg-label-soft"):
+            parts.append(svg.texts([(lx, ly, t) for lx, ly, t, c in lines if c == css], class_=css))
+        height = max(2 * PH, y)
+        moving, held = pf.moving_bytes, pf.held_fraction
+        moving_label, held_label = f"on the wire now, {NAMES[focus]}", f"share one device holds, {NAMES[focus]}"
+        alt_panels = " ".join(_detail(pf)).rstrip(".")
+    drawing = svg.document(WIDTH, height, parts, label=f"Seven strategies on {state['devices']} devices: {frame_text}",
+                           class_="drawing-scroll")
+    readouts = (
+        Readout("phase_name", "frame", FRAME_LABEL[frame.index], frame.phase),
+        Readout("moving_bytes", moving_label, fmt.data_size(moving), moving, "comm"),
+        Readout("held_fraction", held_label, fmt.percent(held, 1), held),
+    )
+    alt = (f"{'Seven panels' if focus == 'all' else NAMES[focus] + ' enlarged'}, one toy model on "
+           f"{state['devices']} devices, frame {frame.index + 1} of {len(tour.FRAMES)}: {FRAME_LABEL[frame.index]}. "
+           f"{alt_panels}.")
+    return View(svg=drawing, readouts=readouts, alt=alt)

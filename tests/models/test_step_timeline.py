@@ -1,0 +1,163 @@
+"""One device's step with its collectives placed by distance from their consumer (Figure 18)."""
+import itertools
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from models import collectives, ddp, fsdp, hardware, mesh, overlap, pipeline, shapes
+from models import step_timeline as S
+
+NDR, NVLINK = hardware.link("ib_ndr"), hardware.link("nvlink4")
+H100 = hardware.gpu("h100_sxm")
+
+
+def _time(op, nbytes, ranks, link):
+    return collectives.time_s(op, nbytes, ranks, alpha_s=link.alpha_s, bandwidth_bytes_per_s=link.bandwidth_bytes_per_s)
+
+
+def _per_layer_forward_s(step):
+    return step.compute_s / (3 * step.layers)
+
+
+def test_published_shapes_reproduce_their_parameter_counts():
+    from models import flops
+    for shape in shapes.SHAPES:
+        counted = flops.gpt_params(shape.layers, shape.hidden, shape.vocab, shape.seq)
+        assert counted == pytest.approx(shape.params, rel=0.03), shape.name  # tables print 1.7B for 1.65B
+        assert shapes.shape_for(shape.params) is shape
+    assert shapes.shape_for(7e9).name == "GPT 7.5B"
+    with pytest.raises(ValueError, match="params"):
+        shapes.shape_for(0)
+
+
+def test_layout_degrees_follow_the_rule():
+    lay = S.layout(1536, {"dp", "tp", "pp"})
+    # Megatron-LM's published layout for its 145.6B model (Narayanan et al. 2021 Table 1)
+    assert (lay.tp, lay.cp, lay.pp, lay.data, lay.ep, lay.shard, lay.replicas) == (8, 1, 8, 24, 1, 1, 24)
+    assert lay.gpus_used == 1536
+    hsdp = S.layout(1024, {"dp", "fsdp"})
+    assert (hsdp.shard, hsdp.replicas) == (8, 128)
+    assert (hsdp.fabric_of("fsdp"), hsdp.fabric_of("dp")) == ("intra-node", "inter-node")
+    fully = S.layout(1024, {"fsdp"})
+    assert (fully.shard, fully.replicas) == (1024, 1)
+    alone = S.layout(256, {"tp", "cp"})  # no data axis: the other GPUs hold nothing
+    assert (alone.tp, alone.cp, alone.data, alone.gpus_used) == (8, 2, 1, 16)
+    assert S.layout(8, {"tp", "pp", "dp"}).pp == 1  # TP took the node: nothing left for stages
+    assert S.layout(64, {"ep"}).ep == 1  # experts live on data (or context) ranks
+    assert S.layout(64, {"ep", "dp"}).ep == 8
+
+
+@pytest.mark.parametrize("gpus,enabled", [
+    (64, {"dp", "tp", "pp"}), (64, {"dp", "cp", "ep"}), (128, {"tp", "cp", "dp", "pp", "ep"}),
+    (32, {"dp", "cp"}), (16, {"fsdp", "tp"}), (512, {"dp", "fsdp", "cp", "ep"}),
+])
+def test_layout_fabrics_agree_with_the_mesh(gpus, enabled):
+    lay = S.layout(gpus, enabled)
+    grid = mesh.Mesh(dp=lay.data, tp=lay.tp, pp=lay.pp, cp=lay.cp, ep=lay.ep)
+    for axis in ("tp", "cp", "pp", "ep"):
+        degree = getattr(lay, axis)
+        want = "none" if degree == 1 else ("inter-node" if grid.crosses_node(axis) else "intra-node")
+        assert lay.fabric_of(axis) == want, axis
+    members = grid.group("dp", 0)
+    shard, replicas = members[:lay.shard], members[::lay.shard]
+    for axis, group, size in (("fsdp", shard, lay.shard), ("dp", replicas, lay.replicas)):
+        want = "none" if size == 1 else ("inter-node" if group[0] // 8 != group[-1] // 8 else "intra-node")
+        assert lay.fabric_of(axis) == want, axis
+
+
+def test_tp_and_ep_are_exposed_in_full():
+    step = S.step_timeline(7_500_000_000, 64, frozenset({"tp", "ep", "dp"}))
+    shape = shapes.shape_for(7.5e9)
+    tokens = S.BATCH_SEQUENCES * shape.seq
+    tp_call = _time("allreduce", tokens * shape.hidden * 2, 8, NVLINK)
+    tp = next(a for a in step.axes if a.axis == "tp")
+    assert tp.calls == 4 * shape.layers and tp.comm_s == pytest.approx(4 * shape.layers * tp_call)
+    assert tp.exposed_s == pytest.approx(tp.comm_s) and tp.hidden_s == pytest.approx(0, abs=1e-12)
+    ep = next(a for a in step.axes if a.axis == "ep")
+    ep_call = _time("alltoall", tokens * shape.hidden * 2 / 8, 8, NDR)  # ranks 0, 8, ...: across nodes
+    assert ep.comm_s == pytest.approx(4 * shape.layers * ep_call) and ep.exposed_s == pytest.approx(ep.comm_s)
+    for axis in ("tp", "ep"):
+        assert overlap.hidden_comm(axis, 1.0, 0.0).exposed_s == 1.0  # the rule the model applies
+
+
+def test_fsdp_alone_is_the_fsdp_simulation():
+    for params, gpus in ((7_500_000_000, 64), (1_300_000_000, 8), (145_600_000_000, 1536)):
+        step = S.step_timeline(params, gpus, frozenset({"fsdp"}))
+        shape = shapes.shape_for(params)
+        link = NVLINK if gpus <= 8 else NDR
+        oracle = fsdp.simulate_fsdp_step(fsdp.uniform_units(shape.layer_params * shape.layers, shape.layers),
+                                         _per_layer_forward_s(step), shard_degree=gpus, alpha_s=link.alpha_s,
+                                         bandwidth_bytes_per_s=link.bandwidth_bytes_per_s)
+        assert step.exposed_s("fsdp") == pytest.approx(oracle.exposed_comm_s, rel=1e-9)
+        assert step.axes[0].comm_s == pytest.approx(oracle.comm_busy_s, rel=1e-9)
+        assert step.step_time_s - step.optimizer_s == pytest.approx(oracle.step_time_s, rel=1e-9)
+
+
+def test_dp_alone_is_the_ddp_bucket_timeline():
+    for params, gpus in ((7_500_000_000, 64), (1_300_000_000, 8), (1_008_000_000_000, 4096)):
+        step = S.step_timeline(params, gpus, frozenset({"dp"}))
+        shape = shapes.shape_for(params)
+        link = NVLINK if gpus <= 8 else NDR
+        backward = 2 * _per_layer_forward_s(step)
+        oracle = ddp.backward_timeline([(2 * shape.layer_params, backward)] * shape.layers, ranks=gpus,
+                                       alpha_s=link.alpha_s, bandwidth_bytes_per_s=link.bandwidth_bytes_per_s)
+        assert step.exposed_s("dp") == pytest.approx(oracle.exposed_comm_s, rel=1e-9, abs=1e-15)
+        assert step.axes[0].comm_s == pytest.approx(oracle.total_comm_s, rel=1e-9)
+
+
+def test_pipeline_sends_hide_and_the_bubble_is_idle():
+    step = S.step_timeline(145_600_000_000, 1536, frozenset({"dp", "tp", "pp"}))
+    pp = next(a for a in step.axes if a.axis == "pp")
+    assert pp.calls == 2 * S.BATCH_SEQUENCES and pp.exposed_s == 0 and pp.hidden_s == pytest.approx(pp.comm_s)
+    stage = step.forward_s + step.backward_s - step.exposed_s("dp")  # the bubble scales the stage's busy time
+    assert step.bubble_s == pytest.approx(pipeline.bubble_over_ideal("1f1b", 8, S.BATCH_SEQUENCES) * stage, rel=1e-9)
+    assert step.layers == 10 and step.microbatches == S.BATCH_SEQUENCES
+
+
+def test_context_ring_hides_only_when_blocks_are_big():
+    # Without TP the ring stays inside the node and each rank's block is 8x the work: ~93% hidden.
+    inside = S.step_timeline(7_500_000_000, 64, frozenset({"cp", "dp"}))
+    ring = next(a for a in inside.axes if a.axis == "cp")
+    assert inside.layout.fabric_of("cp") == "intra-node" and ring.exposed_s < 0.1 * ring.comm_s
+    # With TP the ring crosses nodes and blocks shrink 8x: mostly exposed.
+    across = S.step_timeline(7_500_000_000, 64, frozenset({"cp", "dp", "tp"}))
+    cp = next(a for a in across.axes if a.axis == "cp")
+    assert across.layout.fabric_of("cp") == "inter-node" and cp.exposed_s > 0.8 * cp.comm_s
+
+
+def test_article_ranking_dp_hides_best_tp_not_at_all():
+    step = S.step_timeline(145_600_000_000, 1536, frozenset({"dp", "tp"}))
+    share = {a.axis: a.hidden_s / a.comm_s for a in step.axes}
+    assert share["dp"] > 0.95 and share["tp"] == 0
+
+
+SUBSETS = [frozenset(c) for r in range(len(S.AXES) + 1) for c in itertools.combinations(S.AXES, r)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(SUBSETS), st.sampled_from(shapes.PARAMS), st.sampled_from((1, 8, 64, 1536, 16384)),
+       st.sampled_from(tuple(hardware.LINKS)))
+def test_step_is_compute_plus_bubble_plus_optimizer_plus_exposed(enabled, params, gpus, link):
+    step = S.step_timeline(params, gpus, enabled, link=link)
+    assert step.step_time_s == pytest.approx(step.compute_s + step.bubble_s + step.optimizer_s + step.exposed_comm_s, rel=1e-9)
+    assert step.hidden_comm_s == pytest.approx(sum(a.comm_s for a in step.axes) - step.exposed_comm_s, rel=1e-9, abs=1e-12)
+    for traffic in step.axes:
+        assert traffic.axis in enabled and traffic.group > 1 and 0 <= traffic.exposed_s <= traffic.comm_s * (1 + 1e-9)
+    for bar in step.bars:
+        assert 0 <= bar.start_s <= bar.end_s <= step.step_time_s * (1 + 1e-12)
+    exposed_bars = {axis: math.fsum(b.end_s - b.start_s for b in step.bars if b.lane == axis and b.kind == "exposed")
+                    for axis in S.AXES}
+    for axis in S.AXES:
+        assert exposed_bars[axis] == pytest.approx(step.exposed_s(axis), rel=1e-9, abs=1e-12)
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(ValueError, match="enabled"):
+        S.step_timeline(7_500_000_000, 64, frozenset({"zero"}))
+    with pytest.raises(ValueError, match="gpus"):
+        S.step_timeline(7_500_000_000, 0, frozenset({"dp"}))
+    with pytest.raises(ValueError, match="link"):
+        S.step_timeline(7_500_000_000, 64, frozenset({"dp"}), link="carrier-pigeon")
+    with pytest.raises(ValueError, match="axis"):
+        S.step_timeline(7_500_000_000, 64, frozenset({"dp"})).exposed_s("zero")
