@@ -322,3 +322,37 @@ def accumulation_step(layers, microbatches, *, no_sync=True, forward_s=0.0, **kw
         reductions * timeline.exposed_comm_s,
         reductions * grad_bytes,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure 05: a model of equal layers, and how much of its bucketed communication hides
+# ---------------------------------------------------------------------------------------------
+
+GRAD_BYTES_BF16 = 2  # bytes per gradient element in bf16 (the article's "2Psi" gradient bytes)
+MAX_LAYERS = 4096  # a figure draws every layer
+
+
+def uniform_layers(params, layers, backward_s, *, grad_bytes_per_param=GRAD_BYTES_BF16):
+    """``layers`` equal layers (one gradient tensor each) holding ``params`` parameters and
+    sharing ``backward_s`` of backward compute: the ``layers`` argument of ``backward_timeline``."""
+    positive("params", params)
+    positive_int("layers", layers)
+    if layers > MAX_LAYERS:
+        raise ValueError(f"layers must be <= {MAX_LAYERS}, got {layers}")
+    positive("backward_s", backward_s)
+    positive("grad_bytes_per_param", grad_bytes_per_param)
+    param_bytes = float(params) * grad_bytes_per_param / layers
+    if not math.isfinite(param_bytes * layers):
+        raise ValueError("params is too large: the gradient bytes overflow a float")
+    return (Layer(param_bytes, float(backward_s) / layers),) * int(layers)
+
+
+def overlap_fraction(timeline):
+    """Share of a step's bucket AllReduce time that runs while the backward pass is still
+    computing: 1 - exposed / total. Once the backward ends every bucket is ready, so the
+    communication stream runs without a gap until the last bucket finishes (the exposed tail)."""
+    if not isinstance(timeline, BackwardTimeline) or timeline.status != "ok":
+        raise ValueError("timeline must be a BackwardTimeline whose step completes (status 'ok')")
+    if timeline.total_comm_s == 0:
+        return 1.0
+    return max(0.0, 1.0 - timeline.exposed_comm_s / timeline.total_comm_s)

@@ -143,3 +143,79 @@ def epochs_report(dataset_len, num_replicas, epochs, **kwargs):
         previous = epoch_report(dataset_len, num_replicas, epoch=e, previous=previous, **kwargs)
         reports.append(previous)
     return tuple(reports)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure 04: the global batch, and an audit of what the ranks drew over several epochs
+# ---------------------------------------------------------------------------------------------
+
+MAX_AUDIT_EPOCHS = 64
+
+
+def global_batch_samples(micro_batch, accumulation_steps, data_parallel):
+    """Samples per optimizer step: B_global = b_micro x A x N (reference article, "What the
+    global batch is actually made of"; Megatron-LM's global_batch_size = micro_batch_size x
+    num_micro_batches x data_parallel_size)."""
+    micro_batch = positive_int("micro_batch", micro_batch)
+    accumulation_steps = positive_int("accumulation_steps", accumulation_steps)
+    data_parallel = positive_int("data_parallel", data_parallel)
+    return micro_batch * accumulation_steps * data_parallel
+
+
+@dataclass(frozen=True)
+class EpochStrip:
+    """One epoch of the dataset as a strip of sample indices (Figure 04)."""
+
+    epoch: int
+    first_rank: tuple  # per dataset index: the lowest rank that drew it this epoch, -1 if none did
+    times_drawn: tuple  # per dataset index: how many draws (over all ranks) picked it this epoch
+    same_order_as_previous_epoch: bool | None  # None for the first epoch shown
+
+
+@dataclass(frozen=True)
+class SamplerAudit:
+    """What every rank drew over epochs 0..epochs-1, counted the way a data audit would."""
+
+    strips: tuple  # one EpochStrip per epoch
+    draws: int  # samples drawn over all ranks and shown epochs (what a dashboard counts)
+    draws_per_rank_per_epoch: int
+    unique_draws: int  # per epoch, the distinct indices drawn, summed over the epochs
+    duplicated_samples: int  # draws beyond the first of the same index within one epoch
+    padding_draws: int  # of those, the correct sampler's own padding (len not divisible by R)
+    missing_samples: int  # per epoch, the indices no rank drew, summed over the epochs
+    repeated_epochs: int  # epochs whose per-rank orders equal the previous epoch's
+    unique_fraction: float  # unique_draws / draws
+
+
+def sampler_audit(dataset_len, num_replicas, epochs, *, variant="correct", seed=0):
+    """``epochs_report`` (shuffle on, drop_last off: DistributedSampler's defaults) tallied
+    per dataset index, with the within-epoch duplicates and repeated epochs a broken sampler
+    leaves behind while the number of draws stays exactly what the correct one makes."""
+    epochs = positive_int("epochs", epochs)
+    at_most("epochs", epochs, MAX_AUDIT_EPOCHS)
+    reports = epochs_report(dataset_len, num_replicas, epochs, seed=seed, variant=variant)
+    strips, draws, unique, padding, missing, repeated = [], 0, 0, 0, 0, 0
+    for report in reports:
+        first, count = [-1] * dataset_len, [0] * dataset_len
+        for rank, row in enumerate(report.per_rank):
+            for index in row:
+                if not count[index]:
+                    first[index] = rank
+                count[index] += 1
+        strips.append(EpochStrip(report.epoch, tuple(first), tuple(count), report.same_order_as_previous_epoch))
+        draws += report.draws
+        unique += report.unique_samples
+        padding += report.padding_draws
+        missing += len(report.missing_samples)
+        repeated += bool(report.same_order_as_previous_epoch)
+    return SamplerAudit(
+        strips=tuple(strips),
+        draws=draws,
+        draws_per_rank_per_epoch=samples_per_rank(dataset_len, num_replicas),
+        unique_draws=unique,
+        duplicated_samples=draws - unique,
+        padding_draws=padding,
+        missing_samples=missing,
+        repeated_epochs=repeated,
+        unique_fraction=unique / draws,
+    )
