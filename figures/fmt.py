@@ -45,3 +45,36 @@ def _three_significant(value):
     if value >= 1:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
+
+def duration(seconds):
+    """Seconds in the unit that reads best, three significant figures: 0.0123 -> "12.3 ms",
+    4.5e-5 -> "45.0 µs", 1.5 -> "1.50 s", 0 -> "0 s"."""
+    if seconds == 0:
+        return "0 s"
+    for threshold, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "\u00b5s")):
+        if abs(seconds) >= threshold * (1 - 5e-4):
+            return f"{_three_significant(seconds / threshold)} {unit}"
+    return f"{_three_significant(seconds / 1e-9)} ns"
+
+
+def data_size(num_bytes):
+    """Bytes in decimal units, three significant figures: 4.6e14 -> "459 TB", 1.12e11 ->
+    "112 GB", 2.5e7 -> "25.0 MB"."""
+    for threshold, unit in ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(num_bytes) >= threshold * (1 - 5e-4):
+            return f"{_three_significant(num_bytes / threshold)} {unit}"
+    return f"{num_bytes:.0f} B"
+
+
+def count(number):
+    """A whole number with thousands separators: 2048 -> "2,048"."""
+    return f"{int(number):,}"
+
+
+def size_tick(num_bytes):
+    """A round axis value in decimal units, no padding zeros: 1e12 -> "1 TB", 2.5e10 -> "25 GB"."""
+    for threshold, unit in ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(num_bytes) >= threshold:
+            return f"{decimal(num_bytes / threshold)} {unit}"
+    return f"{decimal(num_bytes)} B"

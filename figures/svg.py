@@ -162,3 +162,27 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
     data = "".join([(f"M%s {lane}.5h{length}" * len(starts)) % tuple(starts) for lane, length, starts in rows])
     transform = f"translate({decimal(float(x))} {decimal(float(y))}) scale({x_scale:.6g} {decimal(float(lane_height))})"
     return _path(data, transform=transform, fill="none", stroke_width=fill_ratio, **attributes)
+
+
+_TICK_STEPS = (1, 2, 2.5, 5)
+
+
+def ticks(low, high, most=6):
+    """Round values (1, 2, 2.5 or 5 x 10^k apart) from ``low`` to ``high``, at most ``most``
+    of them: where a linear axis puts its labels (each ``<text>`` costs ~20 us of layout)."""
+    span = high - low
+    if span <= 0 or most < 2:
+        return (low,)
+    exponent = 10.0 ** _floor_log10(span / (most - 1))
+    step = next((m * exponent for m in _TICK_STEPS if span / (m * exponent) <= most - 1), 10 * exponent)
+    first = -(-low // step) * step
+    return tuple(round(first + i * step, 12) for i in range(int((high - first) / step + 1e-9) + 1))
+
+
+def _floor_log10(value):
+    exponent = 0
+    while value >= 10:
+        value, exponent = value / 10, exponent + 1
+    while value < 1:
+        value, exponent = value * 10, exponent - 1
+    return exponent

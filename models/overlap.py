@@ -273,6 +273,7 @@ class ThreeResources:
     comm_s: float  # the collective's bytes over the link, on an idle link
     sm_share: float  # SMs its channels hold: channels / SMs
     hbm_share: float  # HBM bandwidth its traffic takes
+    hbm_traffic_bytes_per_s: float  # that traffic: hbm_share x the GPU's HBM bandwidth
     sm_contention: float  # what the GEMM loses to the SMs: sm_share x (1 - mem_bound)
     memory_contention: float  # what it loses to HBM: hbm_share x mem_bound
     result: OverlapResult  # overlap_step with those two contentions
@@ -309,6 +310,7 @@ def three_resource_overlap(compute_s, comm_bytes, link_bytes_per_s, *, channels,
         comm_s=comm_s,
         sm_share=sm_share,
         hbm_share=hbm_share,
+        hbm_traffic_bytes_per_s=hbm_share * hbm_bytes_per_s,
         sm_contention=sm_contention,
         memory_contention=memory_contention,
         result=result,

@@ -59,20 +59,24 @@ def test_padding_duplicates_are_counted_and_named():
 def test_audit_matches_a_recount_of_the_drawn_indices(n, ranks, epochs, variant, seed):
     audit = S.sampler_audit(n, ranks, epochs, variant=variant, seed=seed)
     draws = unique = 0
+    previous = None
     for epoch, strip in enumerate(audit.strips):
         per_rank = S.epoch_indices(n, ranks, epoch=epoch, seed=seed, variant=variant)
+        assert strip.same_order_as_previous_epoch == (None if previous is None else per_rank == previous)
+        previous = per_rank
         counts = Counter(i for row in per_rank for i in row)
         assert strip.times_drawn == tuple(counts.get(i, 0) for i in range(n))
         firsts = {}
-        for rank, row in enumerate(per_rank):
-            for i in row:
-                firsts.setdefault(i, rank)
+        for draw in range(S.samples_per_rank(n, ranks)):  # round by round, rank by rank
+            for rank, row in enumerate(per_rank):
+                firsts.setdefault(row[draw], rank)
         assert strip.first_rank == tuple(firsts.get(i, -1) for i in range(n))
+        assert strip.unique_samples == len(counts)
         draws += sum(counts.values())
         unique += len(counts)
     assert (audit.draws, audit.unique_draws, audit.duplicated_samples) == (draws, unique, draws - unique)
     assert audit.unique_fraction == unique / draws
-    assert audit.draws == epochs * S.samples_per_rank(n, ranks) * ranks  # the same in every variant
+    assert audit.draws == epochs * audit.draws_per_epoch == epochs * S.samples_per_rank(n, ranks) * ranks  # any variant
 
 
 def test_audit_rejects_nonsense():
