@@ -57,12 +57,12 @@ def _rank_cells(cells_by_rank, parts):
 def _batch_grid(parts, state, batch):
     cols, rows = min(state["dp"], DRAWN_RANKS), min(state["accum"], MAX_ROWS)
     cell_w, cell_h = min(24.0, (X1 - X0) / cols), min(14.0, 128.0 / rows)
-    top = 44
+    top = 62
     parts += [
-        svg.text(0, 13, f"One optimizer step: {state['micro']} \u00d7 {state['accum']} \u00d7 {state['dp']} = "
+        svg.text(0, 14, f"One step: {state['micro']} \u00d7 {state['accum']} \u00d7 {state['dp']} = "
                         f"{fmt.count(batch)} samples", class_="svg-label svg-strong"),
-        svg.text(0, 31, f"column = rank, row = accumulation step, cell = {state['micro']} sample{'s' if state['micro'] > 1 else ''}",
-                 class_="svg-label-soft"),
+        svg.text(0, 33, f"a cell: a microbatch of {state['micro']}; a column: a rank;", class_="svg-label-soft"),
+        svg.text(0, 51, "a row: an accumulation step", class_="svg-label-soft"),
     ]
     _rank_cells(((c, (X0 + c * cell_w, top + r * cell_h, cell_w - 1.5, cell_h - 1.5)) for c in range(cols)
                  for r in range(rows)), parts)
@@ -73,10 +73,10 @@ def _batch_grid(parts, state, batch):
         bottom += 12
     hidden = [f"{state['dp'] - cols} more ranks"] * (state["dp"] > cols) + [f"{state['accum'] - rows} more steps"] * (state["accum"] > rows)
     if hidden:
-        parts.append(svg.text(X0 + cols * cell_w + 6 if cols * cell_w < 280 else X0, bottom + 16,
+        parts.append(svg.text(X0 + cols * cell_w + 6 if cols * cell_w < 200 else X0, bottom + 20,
                               f"not drawn: {' and '.join(hidden)}", class_="svg-label-soft"))
-        bottom += 18
-    return bottom + 26
+        bottom += 22
+    return bottom + 30
 
 
 def _strips(parts, state, audit, top):
@@ -89,12 +89,12 @@ def _strips(parts, state, audit, top):
     lines, label_lanes = -(-size // per_row), math.ceil(22 / row_h)
     block = lines + label_lanes
     y0 = top + 8
-    parts.append(svg.text(0, top, "The dataset, epoch by epoch: who drew each sample", class_="svg-label svg-strong"))
+    parts.append(svg.text(0, top, "Each epoch: which rank drew each sample", class_="svg-label svg-strong"))
     rows, numbered = {}, []
     for e, strip in enumerate(audit.strips):
-        repeat = f", the same order as epoch {strip.epoch - 1}" if strip.same_order_as_previous_epoch else ""
+        repeat = f", same order as epoch {strip.epoch - 1}" if strip.same_order_as_previous_epoch else ""
         parts.append(svg.text(X0, y0 + (e * block + label_lanes) * row_h - 6,
-                              f"epoch {strip.epoch}: {strip.unique_samples} of {size} drawn{repeat}",
+                              f"epoch {strip.epoch}: {strip.unique_samples}/{size} drawn{repeat}",
                               class_="svg-label", style="fill:var(--c-warn)" if repeat or strip.unique_samples < size else None))
         first_lane = e * block + label_lanes
         for index, (rank, drawn) in enumerate(zip(strip.first_rank, strip.times_drawn)):
@@ -112,36 +112,36 @@ def _strips(parts, state, audit, top):
     y = y0 + len(audit.strips) * block * row_h
     legend = [f"ranks {DRAWN_RANKS} to {state['dp'] - 1} in grey"] * (state["dp"] > DRAWN_RANKS)
     if audit.padding_draws and state["variant"] == "correct":
-        legend.append(f"{fmt.count(audit.padding_draws)} repeats are padding: more ranks than samples")
-    parts.append(svg.texts(((X0, y + 12 + 17 * i, line) for i, line in enumerate(legend)), class_="svg-label-soft"))
-    return y + 30 + 17 * len(legend)
+        legend.append(f"{fmt.count(audit.padding_draws)} repeats are padding (ranks > samples)")
+    parts.append(svg.texts(((X0, y + 16 + 19 * i, line) for i, line in enumerate(legend)), class_="svg-label-soft"))
+    return y + 34 + 19 * len(legend)
 
 
 def _dashboard(parts, state, audit, batch, top):
     ok, bad = "fill:var(--c-ok)", "fill:var(--c-warn)"
     dashboard = (
-        f"{fmt.count(batch)} samples / step",
-        f"{fmt.count(audit.draws_per_epoch)} samples / epoch",
-        f"{fmt.count(audit.draws_per_rank_per_epoch)} per rank / epoch",
+        f"{fmt.count(batch)} per step",
+        f"{fmt.count(audit.draws_per_epoch)} per epoch",
+        f"{fmt.count(audit.draws_per_rank_per_epoch)} per rank and epoch",
         "loss curve looks fine",
     )
     checks = (
         (audit.unique_fraction == 1, f"{fmt.percent(audit.unique_fraction)} distinct"),
-        (audit.duplicated_samples == 0, f"{fmt.count(audit.duplicated_samples)} repeated draws"),
+        (audit.duplicated_samples == 0, f"{fmt.count(audit.duplicated_samples)} repeats"),
         (audit.missing_samples == 0, f"{fmt.count(audit.missing_samples)} never drawn"),
         (audit.repeated_epochs == 0, f"{audit.repeated_epochs} repeated epoch{'s' if audit.repeated_epochs != 1 else ''}"),
     )
     parts += [
         svg.text(X0, top, "The dashboard", class_="svg-label svg-strong"),
-        svg.text(206, top, "An audit of the indices", class_="svg-label svg-strong"),
-        svg.text(X0, top + 17, "(the same for every sampler)", class_="svg-label-soft"),
-        svg.texts(((X0, top + 37 + 18 * i, f"{CHECK} {line}") for i, line in enumerate(dashboard)), class_="svg-label",
+        svg.text(206, top, "An index audit", class_="svg-label svg-strong"),
+        svg.text(X0, top + 18, "(any sampler)", class_="svg-label-soft"),
+        svg.texts(((X0, top + 40 + 19 * i, f"{CHECK} {line}") for i, line in enumerate(dashboard)), class_="svg-label",
                   style=ok),
     ]
     for i, (fine, line) in enumerate(checks):
-        parts.append(svg.text(206, top + 37 + 18 * i, f"{CHECK if fine else CROSS} {line}", class_="svg-label",
+        parts.append(svg.text(206, top + 40 + 19 * i, f"{CHECK if fine else CROSS} {line}", class_="svg-label",
                               style=ok if fine else bad))
-    return top + 37 + 18 * len(checks)
+    return top + 40 + 19 * len(checks)
 
 
 @lru_cache(maxsize=32)  # moving the batch controls leaves the audit as it was

@@ -28,7 +28,7 @@ CONTROLS = (
 )
 
 WIDTH, X0, X1 = 400, 4, 386
-COMPUTE_Y, COMM_Y, LANE = 64, 110, 22
+COMPUTE_Y, COMM_Y, LANE = 72, 126, 22
 US = 1e6  # the lanes' clock: whole microseconds keep a thousand bars' path short
 
 
@@ -60,9 +60,9 @@ def render(state):
     compute_starts = (0.0,) + step.ready_s[:-1]
     compute_lengths = [count * step.layer_backward_s for count in step.bucket_layers]
     parts = [
-        svg.text(0, 12, f"{fmt.count(buckets)} bucket{'s' if buckets > 1 else ''}: 1 MiB first, then "
+        svg.text(0, 14, f"{fmt.count(buckets)} bucket{'s' if buckets > 1 else ''}: 1 MiB first, then "
                         f"{fmt.count(state['bucket_mb'])} MiB caps", class_="svg-label svg-strong"),
-        svg.text(0, 29, f"each layer adds {fmt.data_size(step.layer_bytes)} of bf16 gradients", class_="svg-label-soft"),
+        svg.text(0, 34, f"each layer adds {fmt.data_size(step.layer_bytes)} of bf16 gradients", class_="svg-label-soft"),
         svg.text(X0, COMPUTE_Y - 6, f"backward: layer {state['layers'] - 1} first, layer 0 last", class_="svg-label"),
         svg.text(X0, COMM_Y - 6, f"ring AllReduce of each bucket over {RANKS} ranks", class_="svg-label"),
         *_lane(_bars(compute_starts, compute_lengths, step.bucket_layers), COMPUTE_Y, scale, "backward"),
@@ -77,20 +77,13 @@ def render(state):
         parts.append(svg.boxes([(backward_end, COMM_Y + LANE + 3, x(step.comm_end_s) - backward_end, 6)],
                                class_="fill-exposed"))
         label_x = min(max(backward_end, X0 + 150), X1)
-        parts.append(svg.text(label_x, COMM_Y + LANE + 24, f"exposed tail {fmt.duration(step.exposed_comm_s)}",
+        parts.append(svg.text(label_x, COMM_Y + LANE + 26, f"exposed tail {fmt.duration(step.exposed_comm_s)}",
                               class_="svg-label", text_anchor="end" if label_x > X1 - 150 else "start"))
     parts.append(svg.segments([(backward_end, COMPUTE_Y - 2, backward_end, COMM_Y + LANE + 10)], class_="svg-ink",
                               stroke_width=1.5, stroke_dasharray="3 2"))
-    axis_y = COMM_Y + LANE + 42
-    ticks = svg.ticks(0, end * 1e3, 6)
-    parts += [
-        svg.segments([(X0, axis_y, X1, axis_y)] + [(x(t / 1e3), axis_y, x(t / 1e3), axis_y + 4) for t in ticks],
-                     class_="svg-axis"),
-        svg.texts(((x(t / 1e3), axis_y + 17, fmt.decimal(t, 3)) for t in ticks), class_="svg-label-soft",
-                  text_anchor="middle"),
-        svg.text(X1, axis_y + 34, "ms from the start of the backward pass", class_="svg-label-soft", text_anchor="end"),
-    ]
-    drawing = svg.document(WIDTH, axis_y + 40, parts, class_="svg-compact",
+    axis_y = COMM_Y + LANE + 46
+    parts.append(svg.time_axis(X0, X1, axis_y, end, "{unit} from the start of the backward pass"))
+    drawing = svg.document(WIDTH, axis_y + 46, parts, class_="svg-compact",
                            label="Backward compute lane and bucketed AllReduce lane of one DDP step")
     readouts = (
         Readout("buckets", "buckets", fmt.count(buckets), buckets),

@@ -29,8 +29,8 @@ CONTROLS = (
 )
 
 WIDTH, X0, X1 = 400, 4, 392
-GAUGE_TOP, GAUGE_PITCH, BAR = 24, 46, 14
-LANES_TOP, LANE_PITCH, LANE = 196, 70, 16
+GAUGE_TOP, GAUGE_PITCH, BAR = 26, 52, 19
+LANES_TOP, LANE_PITCH, LANE = 216, 76, 18
 
 
 def _gauges(parts, r, state, hbm_bps):
@@ -39,7 +39,7 @@ def _gauges(parts, r, state, hbm_bps):
         ("Link", 1.0, f"{fmt.decimal(state['bw_GBps'])} GB/s, all of it, for {fmt.duration(r.comm_s)}"),
         ("SMs", r.sm_share, f"{state['channels']} of {state['sms']} held by NCCL channels"),
         ("HBM bandwidth", r.hbm_share, f"{fmt.data_size(r.hbm_traffic_bytes_per_s)}/s of "
-                                       f"{fmt.data_size(hbm_bps)}/s for its traffic"),
+                                       f"{fmt.data_size(hbm_bps)}/s"),
     )
     parts.append(svg.text(0, 12, "What the collective takes while it runs", class_="svg-label svg-strong"))
     for i, (name, share, detail) in enumerate(gauges):
@@ -51,7 +51,7 @@ def _gauges(parts, r, state, hbm_bps):
             svg.text(X0, y + 13, f"{name}: {detail}", class_="svg-label"),
             svg.boxes([(X0, y + 19, X1 - X0, BAR)], class_="svg-lane"),
             svg.boxes([(X0, y + 19, taken, BAR)], class_="fill-comm"),
-            svg.text(X1 - 4, y + 30, rest, class_="svg-label-soft svg-halo", text_anchor="end"),
+            svg.text(X1 - 4, y + 34, rest, class_="svg-label-soft svg-halo", text_anchor="end"),
         ]
 
 
@@ -82,19 +82,11 @@ def _timeline(parts, r, state):
         ]
     row = LANES_TOP + LANE_PITCH
     slowed = f"at {fmt.percent(res.compute_rate_during_overlap, 0)} speed"
-    if slowed_until * scale > 84:
-        parts.append(svg.text(x(slowed_until / 2), row + 12, slowed, class_="svg-label", text_anchor="middle"))
+    if slowed_until * scale > 96:
+        parts.append(svg.text(x(slowed_until / 2), row + 14, slowed, class_="svg-label", text_anchor="middle"))
     axis_y = LANES_TOP + 3 * LANE_PITCH - 10
-    ticks = svg.ticks(0, longest * 1e3, 6)
-    parts += [
-        svg.segments([(X0, axis_y, X1, axis_y)] + [(x(t / 1e3), axis_y, x(t / 1e3), axis_y + 4) for t in ticks],
-                     class_="svg-axis"),
-        svg.texts(((x(t / 1e3), axis_y + 17, f"{fmt.decimal(t, 3)}") for t in ticks), class_="svg-label-soft",
-                  text_anchor="middle"),
-        svg.text(X1, axis_y + 34, "ms; blue GEMM, purple AllReduce, red exposed", class_="svg-label-soft",
-                 text_anchor="end"),
-    ]
-    return axis_y + 40
+    parts.append(svg.time_axis(X0, X1, axis_y, longest, "{unit}; blue GEMM, purple AllReduce, red exposed"))
+    return axis_y + 46
 
 
 def render(state):

@@ -12,7 +12,8 @@ CAPTION = (
     "Plain data parallelism on N GPUs, N from 1 to 4,096 on a log axis. Top: what each GPU holds (parameters, "
     "gradients, optimizer state and any activations you add) against the chosen GPU's HBM. Bottom: the whole job, "
     "what it needs and what its N GPUs have. Slide N: the top bars never move, the bottom lines climb together. "
-    "Then lower the parameters or change the GPU until the bars drop under the line."
+    "Then lower the parameters or change the GPU until the bars drop under the line. Sizes are in GB of 10\u2079 "
+    "bytes: a card sold as 80GB holds 80 GiB, 85.9 GB."
 )
 
 DEVICE_COUNTS = tuple(2**k for k in range(13))  # 1 .. 4096
@@ -42,8 +43,8 @@ def _x(n):
 def _n_axis(bottom):
     return [
         svg.segments([(X0, bottom, X1, bottom)], class_="svg-axis"),
-        svg.texts(((_x(n), bottom + 16, n) for n in DEVICE_COUNTS[::2]), class_="svg-label-soft", text_anchor="middle"),
-        svg.text(X1, bottom + 34, "GPUs N (log scale)", class_="svg-label-soft", text_anchor="end"),
+        svg.texts(((_x(n), bottom + 18, n) for n in DEVICE_COUNTS[::2]), class_="svg-label-soft", text_anchor="middle"),
+        svg.text(X1, bottom + 37, "GPUs N (log scale)", class_="svg-label-soft", text_anchor="end"),
     ]
 
 

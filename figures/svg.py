@@ -186,3 +186,19 @@ def _floor_log10(value):
     while value < 1:
         value, exponent = value * 10, exponent - 1
     return exponent
+
+
+def time_axis(left, right, y, span_s, caption, most=6):
+    """A time axis for ``span_s`` seconds drawn from ``left`` to ``right`` at height ``y``:
+    round ticks (``ticks``) labelled in ms, or in s from 10 s on, and ``caption`` (with
+    ``{unit}`` standing for the unit) under its right end. 46 units tall."""
+    unit, per_s = ("s", 1.0) if span_s >= 10 else ("ms", 1e3)
+    scale = (right - left) / span_s
+    marks = ticks(0, span_s * per_s, most)
+    return (
+        segments([(left, y, right, y)] + [(left + t / per_s * scale, y, left + t / per_s * scale, y + 4) for t in marks],
+                 class_="svg-axis")
+        + texts(((left + t / per_s * scale, y + 19, decimal(t, 3)) for t in marks), class_="svg-label-soft",
+                text_anchor="middle")
+        + text(right, y + 39, caption.format(unit=unit), class_="svg-label-soft", text_anchor="end")
+    )

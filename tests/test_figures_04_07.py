@@ -54,7 +54,7 @@ def test_04_two_ranks_without_a_rank_offset_draw_half_the_data_twice():
     assert values(rendered)["unique_fraction"] == 0.5
     # every drawn cell of the strips is red and numbered 2; half of each strip is empty
     assert len(paths(rendered, "stroke-warn")) == 1 and len(paths(rendered, "svg-empty")) == 1
-    assert "epoch 0: 32 of 64 drawn" in texts(rendered)
+    assert "epoch 0: 32/64 drawn" in texts(rendered)
 
 
 def test_04_dashboard_is_identical_for_every_sampler():
@@ -72,7 +72,7 @@ def test_04_draws_at_most_16_ranks_and_says_so():
     assert "ranks 16 to 1023 in grey" in texts(rendered)
     grid = [p for p in ET.fromstring(rendered.svg).iter(f"{SVG}path") if (p.get("class") or "").startswith("fill-")]
     assert sum(p.get("d").count("z") for p in grid) == 16 * 16  # a 16 x 16 grid of microbatches
-    assert "epoch 1: 64 of 64 drawn, the same order as epoch 0" in texts(view(4, variant="epoch_not_set")[1])
+    assert "epoch 1: 64/64 drawn, same order as epoch 0" in texts(view(4, variant="epoch_not_set")[1])
 
 
 # --- Figure 05 --------------------------------------------------------------------------------
@@ -182,3 +182,18 @@ def test_07_bars_do_not_move_with_n_and_only_the_job_panel_does():
         assert len(bars[n]) == 3 and all(d.count("z") == 13 for d in bars[n])  # one bar per N from 1 to 4096
     assert len(set(bars.values())) == 1
     assert any(t.startswith("the job needs 459 TB") for t in texts(view(7, N=4096)[1]))
+
+
+# --- shared helpers these figures added -------------------------------------------------------
+
+def test_round_ticks_and_time_axis():
+    from figures import fmt, svg
+    assert svg.ticks(0, 10.87, 6) == (0.0, 2.5, 5.0, 7.5, 10.0)
+    assert svg.ticks(0, 0.2204, 6) == (0.0, 0.05, 0.1, 0.15, 0.2)
+    assert svg.ticks(0, 1, 6) == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    axis = svg.time_axis(0, 100, 50, 12.0, "{unit} since start")
+    assert ">s since start</text>" in axis and ">10</text>" in axis  # 12 s: labelled in seconds
+    assert "ms since start" in svg.time_axis(0, 100, 50, 0.2, "{unit} since start")
+    assert (fmt.duration(0.0123), fmt.duration(4.5e-5), fmt.duration(1.5), fmt.duration(0)) == ("12.3 ms", "45.0 \u00b5s", "1.50 s", "0 s")
+    assert (fmt.data_size(4.5875e14), fmt.data_size(2.5e7), fmt.size_tick(1e12), fmt.size_tick(2.5e10)) == ("459 TB", "25.0 MB", "1 TB", "25 GB")
+    assert fmt.count(2048) == "2,048"
