@@ -45,15 +45,6 @@ def _rank_colour(rank):
     return palette.rank_key(rank), (1.0 if rank < palette.RANK_COLOURS else 0.55)
 
 
-def _rank_cells(cells_by_rank, parts):
-    """Boxes grouped by the colour of their rank: one path per colour."""
-    groups = {}
-    for rank, box in cells_by_rank:
-        groups.setdefault(_rank_colour(rank), []).append(box)
-    for (colour, opacity), boxes in sorted(groups.items()):
-        parts.append(svg.boxes(boxes, class_=f"fill-{colour}", fill_opacity=opacity if opacity < 1 else None))
-
-
 def _batch_grid(parts, state, batch):
     cols, rows = min(state["dp"], DRAWN_RANKS), min(state["accum"], MAX_ROWS)
     cell_w, cell_h = min(24.0, (X1 - X0) / cols), min(14.0, 128.0 / rows)
@@ -64,14 +55,17 @@ def _batch_grid(parts, state, batch):
         svg.text(0, 33, f"a cell: a microbatch of {state['micro']}; a column: a rank;", class_="svg-label-soft"),
         svg.text(0, 51, "a row: an accumulation step", class_="svg-label-soft"),
     ]
-    _rank_cells(((c, (X0 + c * cell_w, top + r * cell_h, cell_w - 1.5, cell_h - 1.5)) for c in range(cols)
-                 for r in range(rows)), parts)
+    for c in range(cols):  # a column of microbatches per rank, in the rank's colour
+        colour, opacity = _rank_colour(c)
+        parts.append(svg.boxes([(X0 + c * cell_w, top + r * cell_h, cell_w - 1.5, cell_h - 1.5) for r in range(rows)],
+                               class_=f"fill-{colour}", fill_opacity=opacity if opacity < 1 else None))
     bottom = top + rows * cell_h
     if cell_w >= 14:  # rank numbers under the columns, stroked (one path)
         parts.append(svg.numerals([([X0 + (c + 0.5) * cell_w - 0.75 for c in range(cols)], bottom + 8, range(cols))],
                                   height=8.0, style="stroke:var(--ink-soft)", stroke_width=1.2))
         bottom += 12
-    hidden = [f"{state['dp'] - cols} more ranks"] * (state["dp"] > cols) + [f"{state['accum'] - rows} more steps"] * (state["accum"] > rows)
+    hidden = [f"{state['dp'] - cols} more ranks"] * (state["dp"] > cols)
+    hidden += [f"{state['accum'] - rows} more steps"] * (state["accum"] > rows)
     if hidden:
         parts.append(svg.text(X0 + cols * cell_w + 6 if cols * cell_w < 200 else X0, bottom + 20,
                               f"not drawn: {' and '.join(hidden)}", class_="svg-label-soft"))
