@@ -207,16 +207,18 @@ def sampler_audit(dataset_len, num_replicas, epochs, *, variant="correct", seed=
         order, total = _global_order(dataset_len, num_replicas, epoch=epoch, seed=seed, shuffle=True,
                                      drop_last=False, variant=variant)
         if variant == "no_rank_offset":  # every rank takes rank 0's slice: rank 0 draws each first
-            counts = Counter(order[0:total:num_replicas] * num_replicas)
-            first = dict.fromkeys(order[0:total:num_replicas], 0)
+            drawn = order[0:total:num_replicas]  # what decides every rank's list
+            counts = Counter(drawn * num_replicas)
+            first = dict.fromkeys(drawn, 0)
         else:  # position p is rank p % R's draw; the earliest position of an index is written last
+            drawn = order
             counts = Counter(order)
             first = dict(zip(reversed(order), reversed(list(range(num_replicas)) * per_rank)))
         strips.append(EpochStrip(epoch, tuple(map(first.get, range(dataset_len), repeat(-1))),
                                  tuple(map(counts.get, range(dataset_len), repeat(0))), len(counts),
-                                 None if previous is None else order == previous))
+                                 None if previous is None else drawn == previous))
         unique += len(counts)
-        previous = order
+        previous = drawn
     draws = epochs * per_rank * num_replicas
     return SamplerAudit(
         strips=tuple(strips),
