@@ -45,8 +45,8 @@ def _gauges(parts, r, state, hbm_bps):
     for i, (name, share, detail) in enumerate(gauges):
         y = GAUGE_TOP + i * GAUGE_PITCH
         taken = (X1 - X0) * share
-        rest = (f"{fmt.percent(share, 0)} taken, {fmt.percent(1 - share, 0)} left for the GEMM" if share < 1
-                else "the GEMM needs none of it")
+        rest = ("the GEMM needs none of it" if name == "Link"
+                else f"{fmt.percent(share, 0)} taken, {fmt.percent(1 - share, 0)} left for the GEMM")
         parts += [
             svg.text(X0, y + 13, f"{name}: {detail}", class_="svg-label"),
             svg.boxes([(X0, y + 19, X1 - X0, BAR)], class_="svg-lane"),
@@ -117,4 +117,6 @@ def render(state):
         f"{fmt.duration(r.step_s)} ({fmt.duration(r.exposed_comm_s)} exposed); without overlap it would be "
         f"{fmt.duration(res.serial_step_s)}. Overlap efficiency {fmt.percent(r.overlap_efficiency)}."
     )
-    return View(svg=drawing, readouts=readouts, alt=alt)
+    note = ("At this link speed the AllReduce's memory traffic would exceed the GPU's HBM bandwidth; the model caps "
+            "its share at 100% and still runs it at link speed, so its own slowdown is not shown." if r.hbm_share >= 1 else "")
+    return View(svg=drawing, readouts=readouts, alt=alt, note=note)
