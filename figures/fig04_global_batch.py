@@ -1,5 +1,6 @@
 """Figure 04: where a global batch comes from, and how a distributed sampler breaks it."""
 import math
+from collections import defaultdict
 from functools import lru_cache
 
 from figures import fmt, palette, svg
@@ -36,6 +37,7 @@ WIDTH, X0, X1 = 400, 4, 396
 DRAWN_RANKS = 16  # ranks with a colour of their own (8 hues, the second eight lighter); the rest grey
 MAX_ROWS = 16
 CHECK, CROSS = "\u2713", "\u2717"
+GREY, WARN, EMPTY = DRAWN_RANKS, DRAWN_RANKS + 1, DRAWN_RANKS + 2  # strip cell codes after the drawn ranks
 
 
 def _rank_colour(rank):
@@ -84,22 +86,28 @@ def _strips(parts, state, audit, top):
     block = lines + label_lanes
     y0 = top + 8
     parts.append(svg.text(0, top, "Each epoch: which rank drew each sample", class_="svg-label svg-strong"))
-    rows, numbered = {}, []
+    rows, numbered = defaultdict(list), []  # (colour code, lane) -> cells; codes: ranks, then GREY, WARN, EMPTY
     for e, strip in enumerate(audit.strips):
         repeat = f", same order as epoch {strip.epoch - 1}" if strip.same_order_as_previous_epoch else ""
         parts.append(svg.text(X0, y0 + (e * block + label_lanes) * row_h - 6,
                               f"epoch {strip.epoch}: {strip.unique_samples}/{size} drawn{repeat}",
                               class_="svg-label", style="fill:var(--c-warn)" if repeat or strip.unique_samples < size else None))
-        first_lane = e * block + label_lanes
-        for index, (rank, drawn) in enumerate(zip(strip.first_rank, strip.times_drawn)):
-            colour = _rank_colour(rank) if drawn == 1 else ("warn", 1.0) if drawn else ("empty", 1.0)
-            rows.setdefault(colour, {}).setdefault(first_lane + index // per_row, []).append(index % per_row)
-            if drawn > 1 and cell >= 10:
-                numbered.append(((X0 + (index % per_row + 0.46) * cell,), y0 + (first_lane + index // per_row + 0.5) * row_h,
-                                 (drawn,)))
-    for (colour, opacity), lanes in sorted(rows.items()):
-        parts.append(svg.lanes([(lane, 0.92, starts) for lane, starts in lanes.items()], x=X0, y=y0, x_scale=cell,
-                               lane_height=row_h, fill_ratio=0.88, class_=f"svg-{colour}" if colour == "empty" else f"stroke-{colour}",
+        codes = [(rank if rank < GREY else GREY) if drawn == 1 else (WARN if drawn else EMPTY)
+                 for rank, drawn in zip(strip.first_rank, strip.times_drawn)]
+        for line in range(lines):
+            lane = e * block + label_lanes + line
+            for column, code in enumerate(codes[line * per_row:(line + 1) * per_row]):
+                rows[code, lane].append(column)
+        if cell >= 10:  # how often each repeated sample was drawn, on its cell
+            numbered += [((X0 + (i % per_row + 0.46) * cell,), y0 + (e * block + label_lanes + i // per_row + 0.5) * row_h,
+                          (n,)) for i, n in enumerate(strip.times_drawn) if n > 1]
+    by_colour = defaultdict(list)
+    for (code, lane), starts in rows.items():
+        by_colour[code].append((lane, 0.92, starts))
+    for code, lanes in sorted(by_colour.items()):
+        colour, opacity = _rank_colour(code) if code <= GREY else ("warn" if code == WARN else "empty", 1.0)
+        parts.append(svg.lanes(lanes, x=X0, y=y0, x_scale=cell, lane_height=row_h, fill_ratio=0.88,
+                               class_="svg-empty" if colour == "empty" else f"stroke-{colour}",
                                stroke_opacity=opacity if opacity < 1 else None))
     if numbered:
         parts.append(svg.numerals(numbered, class_="op-label"))
