@@ -92,7 +92,7 @@ def render(state):
         parts += _timeline(runs[prefetch], index * (PANEL + GAP), px_per_s, peak_scale, prefetch == state["prefetch"], title)
     axis_y = 2 * PANEL + GAP + 8
     unit, per_s = ("s", 1) if longest >= 2 else ("ms", 1e3)  # axis labels in the unit that keeps them short
-    marks = svg.ticks(longest * per_s, 7)
+    marks = svg.ticks(0, longest * per_s, 7)
     parts.append(svg.segments([(LEFT, axis_y, LEFT + longest * px_per_s, axis_y)]
                               + [(LEFT + t / per_s * px_per_s, axis_y, LEFT + t / per_s * px_per_s, axis_y + 4) for t in marks],
                               class_="svg-axis"))

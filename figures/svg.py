@@ -171,17 +171,6 @@ def polygons(items, **attributes):
     """Closed polygons, each a sequence of (x, y) points, as ONE ``<path>`` (style it like a rect)."""
     data = "".join("M" + "L".join(f"{x:.2f} {y:.2f}" for x, y in points) + "z" for points in items)
     return _path(data, **attributes)
-def ticks(high, max_labels=8):
-    """Round axis values ``0, step, 2 step, ... <= high``, the step 1, 2 or 5 times a power of
-    ten, as small as keeps at most ``max_labels`` of them (each ``<text>`` costs layout)."""
-    if not high > 0:
-        return (0,)
-    step = 10.0 ** math.floor(math.log10(high / max_labels))
-    step = next(step * m for m in (1, 2, 5, 10) if high / (step * m) < max_labels)
-    count = int(high / step + 1e-9)
-    return tuple(round(i * step, 12) for i in range(count + 1))
-
-
 def step_area(points, end, *, x, y, x_scale, y_scale, **attributes):
     """A step function ``((x0, v0), (x1, v1), ...)`` (each value holding until the next x, the
     last until ``end``) as ONE filled ``<path>`` rising from the baseline: a memory strip under a
@@ -273,3 +262,41 @@ def spans(pairs, *, y, height, **attributes):
     count = len(pairs) // 2
     data = (f"M%.1f {decimal(float(y))}H%.1f" * count) % tuple(pairs) if count else ""
     return _path(data, fill="none", stroke_width=decimal(float(height)), **attributes)
+_TICK_STEPS = (1, 2, 2.5, 5)
+
+
+def ticks(low, high, most=6):
+    """Round values (1, 2, 2.5 or 5 x 10^k apart) from ``low`` to ``high``, at most ``most``
+    of them: where a linear axis puts its labels (each ``<text>`` costs ~20 us of layout)."""
+    span = high - low
+    if span <= 0 or most < 2:
+        return (low,)
+    exponent = 10.0 ** _floor_log10(span / (most - 1))
+    step = next((m * exponent for m in _TICK_STEPS if span / (m * exponent) <= most - 1), 10 * exponent)
+    first = -(-low // step) * step
+    return tuple(round(first + i * step, 12) for i in range(int((high - first) / step + 1e-9) + 1))
+
+
+def _floor_log10(value):
+    exponent = 0
+    while value >= 10:
+        value, exponent = value / 10, exponent + 1
+    while value < 1:
+        value, exponent = value * 10, exponent - 1
+    return exponent
+
+
+def time_axis(left, right, y, span_s, caption, most=6):
+    """A time axis for ``span_s`` seconds drawn from ``left`` to ``right`` at height ``y``:
+    round ticks (``ticks``) labelled in ms, or in s from 10 s on, and ``caption`` (with
+    ``{unit}`` standing for the unit) under its right end. 46 units tall."""
+    unit, per_s = ("s", 1.0) if span_s >= 10 else ("ms", 1e3)
+    scale = (right - left) / span_s
+    marks = ticks(0, span_s * per_s, most)
+    return (
+        segments([(left, y, right, y)] + [(left + t / per_s * scale, y, left + t / per_s * scale, y + 4) for t in marks],
+                 class_="svg-axis")
+        + texts(((left + t / per_s * scale, y + 19, decimal(t, 3)) for t in marks), class_="svg-label-soft",
+                text_anchor="middle")
+        + text(right, y + 39, caption.format(unit=unit), class_="svg-label-soft", text_anchor="end")
+    )

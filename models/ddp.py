@@ -322,3 +322,99 @@ def accumulation_step(layers, microbatches, *, no_sync=True, forward_s=0.0, **kw
         reductions * timeline.exposed_comm_s,
         reductions * grad_bytes,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure 05: a model of equal layers, and how much of its bucketed communication hides
+# ---------------------------------------------------------------------------------------------
+
+GRAD_BYTES_BF16 = 2  # bytes per gradient element in bf16 (the article's "2Psi" gradient bytes)
+MAX_LAYERS = 4096  # a figure draws every layer
+
+
+def uniform_layers(params, layers, backward_s, *, grad_bytes_per_param=GRAD_BYTES_BF16):
+    """``layers`` equal layers (one gradient tensor each) holding ``params`` parameters and
+    sharing ``backward_s`` of backward compute: the ``layers`` argument of ``backward_timeline``."""
+    positive("params", params)
+    positive_int("layers", layers)
+    if layers > MAX_LAYERS:
+        raise ValueError(f"layers must be <= {MAX_LAYERS}, got {layers}")
+    positive("backward_s", backward_s)
+    positive("grad_bytes_per_param", grad_bytes_per_param)
+    param_bytes = float(params) * grad_bytes_per_param / layers
+    if not math.isfinite(param_bytes * layers):
+        raise ValueError("params is too large: the gradient bytes overflow a float")
+    return (Layer(param_bytes, float(backward_s) / layers),) * int(layers)
+
+
+@dataclass(frozen=True)
+class UniformStep:
+    """``backward_timeline`` of equal layers, kept as columns (one entry per bucket, launch
+    order) so that a figure with a thousand buckets builds no object per bucket."""
+
+    layer_bytes: float  # gradient bytes of one layer
+    layer_backward_s: float
+    bucket_layers: tuple  # how many layers each bucket holds
+    size_bytes: tuple
+    ready_s: tuple  # its last gradient is ready: the backward of its last layer ends
+    start_s: tuple  # its AllReduce starts (buckets launch in order on one stream)
+    finish_s: tuple
+    comm_s: tuple
+    latency_s: float  # the alpha part of one bucket's AllReduce: 2(N-1) alpha on a ring
+    backward_end_s: float
+    comm_end_s: float
+    exposed_comm_s: float  # communication still running after the backward ends
+    total_comm_s: float  # sum of the bucket AllReduce times
+    latency_total_s: float  # buckets x latency_s: what tiny buckets pay again and again
+    overlap_fraction: float  # 1 - exposed / total: the share hidden under the backward pass
+
+
+def _layers_to_reach(limit_bytes, layer_bytes):
+    """Fewest equal layers whose bytes reach ``limit_bytes`` (at least one): where the greedy
+    assignment closes a bucket."""
+    count = max(1, math.ceil(limit_bytes / layer_bytes))
+    while count > 1 and (count - 1) * layer_bytes >= limit_bytes:
+        count -= 1
+    while count * layer_bytes < limit_bytes:
+        count += 1
+    return count
+
+
+def uniform_step(params, layers, backward_s, *, ranks, alpha_s, bandwidth_bytes_per_s,
+                 bucket_cap_mb=DEFAULT_BUCKET_CAP_MB, first_bucket_cap_bytes=FIRST_BUCKET_CAP_BYTES,
+                 grad_bytes_per_param=GRAD_BYTES_BF16, algorithm="ring"):
+    """The steady-state DDP step of ``uniform_layers(params, layers, backward_s)``, equal to
+    ``backward_timeline`` of those layers (same bucket rule: reverse order, close a bucket once it
+    reaches 1 MiB, then the cap), in O(buckets): the first bucket takes the fewest layers reaching
+    the first cap, each later one the fewest reaching the cap, the last one what is left."""
+    model = uniform_layers(params, layers, backward_s, grad_bytes_per_param=grad_bytes_per_param)
+    size, per_layer_s = model[0].param_bytes, model[0].backward_s
+    positive("first_bucket_cap_bytes", first_bucket_cap_bytes)
+    first = min(layers, _layers_to_reach(first_bucket_cap_bytes, size))
+    step = _layers_to_reach(bucket_cap_bytes(bucket_cap_mb), size)
+    full, rest = divmod(layers - first, step)
+    counts = (first,) + (step,) * full + ((rest,) if rest else ())
+    allreduce_s = collectives.cost_function("allreduce", ranks, alpha_s=alpha_s,
+                                            bandwidth_bytes_per_s=bandwidth_bytes_per_s, algorithm=algorithm)
+    durations = {count: allreduce_s(count * size) for count in set(counts)}
+    done, ready = 0, []
+    for count in counts:
+        done += count
+        ready.append(done * per_layer_s)
+    comm, starts, finishes, free = [durations[c] for c in counts], [], [], 0.0
+    for at, duration in zip(ready, comm):  # buckets are ready in launch order: one serial stream
+        begin = at if at > free else free
+        free = begin + duration
+        starts.append(begin)
+        finishes.append(free)
+    backward_end_s = ready[-1]
+    total = math.fsum(comm)
+    exposed = max(0.0, free - backward_end_s)
+    latency_s = allreduce_s(0)
+    return UniformStep(
+        layer_bytes=size, layer_backward_s=per_layer_s, bucket_layers=counts,
+        size_bytes=tuple(c * size for c in counts), ready_s=tuple(ready), start_s=tuple(starts),
+        finish_s=tuple(finishes), comm_s=tuple(comm), latency_s=latency_s, backward_end_s=backward_end_s,
+        comm_end_s=free, exposed_comm_s=exposed, total_comm_s=total, latency_total_s=len(counts) * latency_s,
+        overlap_fraction=max(0.0, 1.0 - exposed / total) if total > 0 else 1.0,
+    )

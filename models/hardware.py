@@ -247,3 +247,21 @@ def link(key):
     """Look up a link preset by key; ValueError lists the valid keys."""
     choice("link", key, tuple(LINKS))
     return LINKS[key]
+
+
+# Streaming multiprocessors (NVIDIA) or compute units (AMD) per GPU: what NCCL/RCCL channels
+# occupy one each (models.overlap.sm_contention_from_channels).
+SM_COUNTS = {
+    "a100_40gb": 108,  # NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs
+    "a100_80gb": 108,
+    "h100_sxm": 132,  # NVIDIA H100 Tensor Core GPU Architecture whitepaper: 132 SMs (SXM5)
+    "h200": 132,  # same GH100 configuration as H100 SXM
+    "b200": 148,  # Chips and Cheese, "Nvidia's B200: Keeping the CUDA Juggernaut Rolling": 74 SMs per die enabled
+    "mi300x": 304,  # AMD Instinct MI300X data sheet: 304 compute units
+}
+
+
+def sm_count(key):
+    """SMs (compute units on AMD) of a GPU preset; ValueError lists the valid keys."""
+    choice("gpu", key, tuple(SM_COUNTS))
+    return SM_COUNTS[key]

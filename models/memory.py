@@ -373,3 +373,45 @@ def hsdp_model_states(params, world_size, shard_group_size, *, stage=3, param_by
     divides("shard_group_size", shard_group_size, "world_size", world_size)
     return model_states(params, shard_group_size, stage, param_bytes=param_bytes, grad_bytes=grad_bytes,
                         optimizer_bytes=optimizer_bytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure 07: the memory wall of plain data parallelism
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DdpMemory:
+    """Per-device and whole-job memory of plain data parallelism (DDP = ZeRO stage 0) on N
+    devices: every term is replicated, so only the aggregate depends on N."""
+
+    states: ModelStates  # per device, (p+g+K)Psi whatever N is (ZeRO Sec. 3, 5)
+    activations_bytes: float  # per device, as given
+    per_device_bytes: float  # states + activations
+    aggregate_bytes: float  # N x per device
+    aggregate_hbm_bytes: float  # N x the device's HBM
+    fits: bool  # per device <= HBM
+    largest_params_that_fit: float  # HBM / (p+g+K): model states alone fill the device
+
+
+def ddp_memory(params, devices, hbm_bytes, *, optimizer="adam_mixed", activations_bytes=0.0):
+    """Per-device memory under DDP and what N devices hold in total (reference article, "Why
+    DDP stops being enough": adding GPUs multiplies aggregate memory, not per-device memory)."""
+    devices = _check_degree("devices", devices)
+    positive("hbm_bytes", hbm_bytes)
+    non_negative("activations_bytes", activations_bytes)
+    states = model_states_for(params, 1, 0, optimizer)
+    per_device = states.total_bytes + float(activations_bytes)
+    o = OPTIMIZERS[optimizer]
+    return DdpMemory(
+        states=states,
+        activations_bytes=float(activations_bytes),
+        per_device_bytes=per_device,
+        aggregate_bytes=devices * per_device,
+        aggregate_hbm_bytes=devices * float(hbm_bytes),
+        fits=per_device <= hbm_bytes,
+        largest_params_that_fit=float(hbm_bytes) / o.bytes_per_param,
+    )
+
+
+__all__ += ["DdpMemory", "ddp_memory"]

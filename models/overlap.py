@@ -243,3 +243,80 @@ def hidden_comm(axis, comm_s, compute_before_consumer_s, *, prefetch=True):
     hidden = min(float(comm_s), window)
     exposed = float(comm_s) - hidden
     return Hiding(axis, window, hidden, exposed, hidden / comm_s if comm_s > 0 else 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure 06: the three resources, from hardware quantities
+# ---------------------------------------------------------------------------------------------
+
+# HBM bytes per byte a ring AllReduce step moves over the link: the peer writes the incoming
+# chunk into this GPU's buffer (1), the reduction kernel reads it and the local chunk (2) and
+# forwards the sum straight to the next peer's buffer. A modelling assumption of this module
+# (NCCL ring algorithm, NVIDIA/nccl src/device/prims_simple.h: recv + reduce + send per step).
+RING_ALLREDUCE_HBM_BYTES_PER_LINK_BYTE = 3.0
+
+
+def hbm_share_from_link(link_bytes_per_s, hbm_bytes_per_s, *,
+                        hbm_bytes_per_link_byte=RING_ALLREDUCE_HBM_BYTES_PER_LINK_BYTE):
+    """Fraction of the GPU's HBM bandwidth a collective streaming at ``link_bytes_per_s``
+    takes: min(1, k * link / HBM)."""
+    positive("link_bytes_per_s", link_bytes_per_s)
+    positive("hbm_bytes_per_s", hbm_bytes_per_s)
+    positive("hbm_bytes_per_link_byte", hbm_bytes_per_link_byte)
+    return min(1.0, hbm_bytes_per_link_byte * link_bytes_per_s / hbm_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class ThreeResources:
+    """A GEMM overlapped with one collective, from hardware quantities (Figure 06)."""
+
+    comm_s: float  # the collective's bytes over the link, on an idle link
+    sm_share: float  # SMs its channels hold: channels / SMs
+    hbm_share: float  # HBM bandwidth its traffic takes
+    hbm_traffic_bytes_per_s: float  # that traffic: hbm_share x the GPU's HBM bandwidth
+    sm_contention: float  # what the GEMM loses to the SMs: sm_share x (1 - mem_bound)
+    memory_contention: float  # what it loses to HBM: hbm_share x mem_bound
+    result: OverlapResult  # overlap_step with those two contentions
+    compute_overlapped_s: float  # the GEMM's time from its start to its end, with the collective
+    compute_slowdown: float  # compute_overlapped_s / compute_s (>= 1); NOT OverlapResult.compute_slowdown
+    overlap_efficiency: float  # share of the collective's time that did not add to the step
+    exposed_comm_s: float
+    step_s: float
+
+
+def three_resource_overlap(compute_s, comm_bytes, link_bytes_per_s, *, channels, sm_count,
+                           mem_bound, hbm_bytes_per_s,
+                           hbm_bytes_per_link_byte=RING_ALLREDUCE_HBM_BYTES_PER_LINK_BYTE):
+    """``overlap_step`` for a GEMM of ``compute_s`` (alone) beside a collective moving
+    ``comm_bytes`` at ``link_bytes_per_s``, holding ``channels`` of ``sm_count`` SMs
+    (``sm_contention_from_channels``) and ``hbm_share_from_link`` of the HBM bandwidth.
+
+    A roofline split of the GEMM (a modelling assumption of this module): its compute-bound
+    share ``1 - mem_bound`` slows with the SMs taken, its memory-bound share ``mem_bound``
+    with the HBM bandwidth taken; the two enter ``overlap_step`` as its SM and memory
+    contentions (reference article, "Overlap is not free": link, SMs, memory bandwidth).
+    """
+    non_negative("compute_s", compute_s)
+    non_negative("comm_bytes", comm_bytes)
+    fraction("mem_bound", mem_bound)
+    comm_s = float(comm_bytes) / positive("link_bytes_per_s", link_bytes_per_s)
+    sm_share = sm_contention_from_channels(channels, sm_count)
+    hbm_share = hbm_share_from_link(link_bytes_per_s, hbm_bytes_per_s, hbm_bytes_per_link_byte=hbm_bytes_per_link_byte)
+    sm_contention = sm_share * (1.0 - mem_bound)
+    memory_contention = hbm_share * mem_bound
+    result = overlap_step(compute_s, comm_s, sm_contention=sm_contention, memory_contention=memory_contention)
+    compute_overlapped_s = float(compute_s) + result.compute_stretch_s
+    return ThreeResources(
+        comm_s=comm_s,
+        sm_share=sm_share,
+        hbm_share=hbm_share,
+        hbm_traffic_bytes_per_s=hbm_share * hbm_bytes_per_s,
+        sm_contention=sm_contention,
+        memory_contention=memory_contention,
+        result=result,
+        compute_overlapped_s=compute_overlapped_s,
+        compute_slowdown=compute_overlapped_s / compute_s if compute_s > 0 else 1.0,
+        overlap_efficiency=result.overlap_efficiency,
+        exposed_comm_s=result.exposed_comm_s,
+        step_s=result.step_s,
+    )

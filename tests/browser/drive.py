@@ -5,7 +5,7 @@ the same way).
 A move is asynchronous in general (the figures' Python may run off the main thread):
 ``set_control`` returns once the figure has painted the move (``settle``).
 """
-from figures.contract import Number, Select, Slider, Toggle
+from figures.contract import Number, Play, Select, Slider, Toggle
 
 SETTLE_TIMEOUT_MS = 20_000
 
@@ -136,3 +136,21 @@ def readouts_state(page, figure):
     return state
 
 
+
+
+def play_and_pause(page, figure, play):
+    """Press a Play toggle: the slider it drives must step on by itself, the figure showing
+    each step; pressed again, it stops. Links never carry it."""
+    driven = f"#{figure.anchor} [data-control='{play.drives}']"
+    start = page.input_value(driven)
+    set_control(page, figure, play.key, True)
+    page.wait_for_function("([selector, start]) => document.querySelector(selector).value !== start",
+                           arg=[driven, start], timeout=5 * play.interval_ms + 10_000)
+    set_control(page, figure, play.key, False)
+    settle(page, figure.anchor)
+    stopped = page.input_value(driven)
+    page.wait_for_timeout(2 * play.interval_ms)
+    assert page.input_value(driven) == stopped, f"{figure.anchor}: {play.key} off, but {play.drives} still moves"
+    state = read_state(page, figure)
+    assert_shows(page, figure, state)
+    assert f"{play.key}=" not in page.evaluate("location.hash")

@@ -1,0 +1,183 @@
+"""Figure 04: where a global batch comes from, and how a distributed sampler breaks it."""
+import math
+from collections import defaultdict
+from functools import lru_cache
+
+from figures import fmt, palette, svg
+from figures.contract import Readout, Select, Slider, View
+from models import sampler
+
+NUMBER = 4
+TITLE = "Where a global batch comes from, and how a sampler breaks it"
+CAPTION = (
+    "Top: one optimizer step, a grid of microbatches, one column per data-parallel rank and one row per accumulation "
+    "step. Middle: the dataset as a strip of sample indices for each epoch, each cell coloured by the rank that "
+    "drew it (red with a count: drawn more than once that epoch; empty: never drawn). Bottom: what a training "
+    "dashboard reports next to what an audit of the indices finds. Switch the sampler to a broken one: the "
+    "strip changes, the dashboard does not."
+)
+
+POWERS = tuple(2**k for k in range(7))  # 1 .. 64
+VARIANT_LABELS = {
+    "correct": "correct (rank offset, set_epoch)",
+    "no_rank_offset": "broken: every rank reads rank 0's shard",
+    "epoch_not_set": "broken: set_epoch never called",
+}
+
+CONTROLS = (
+    Slider("micro", "Microbatch b_micro", stops=POWERS, default=4),
+    Slider("accum", "Accumulation steps A", stops=POWERS, default=8),
+    Slider("dp", "Data-parallel ranks N", stops=tuple(2**k for k in range(11)), default=8),
+    Slider("dataset", "Samples in the dataset", stops=(16, 32, 64, 128, 256, 512), default=64),
+    Select("variant", "Sampler", options=tuple(VARIANT_LABELS.items()), default="correct"),
+    Slider("epochs", "Epochs shown", min=1, max=4, step=1, default=2),
+)
+
+WIDTH, X0, X1 = 400, 4, 396
+DRAWN_RANKS = 16  # ranks with a colour of their own (8 hues, the second eight lighter); the rest grey
+MAX_ROWS = 16
+CHECK, CROSS = "\u2713", "\u2717"
+GREY, WARN, EMPTY = DRAWN_RANKS, DRAWN_RANKS + 1, DRAWN_RANKS + 2  # strip cell codes after the drawn ranks
+
+
+def _rank_colour(rank):
+    """(palette key, opacity) of a rank: 8 hues, the second eight lighter, ranks from 16 on grey."""
+    if rank >= DRAWN_RANKS:
+        return "idle", 1.0
+    return palette.rank_key(rank), (1.0 if rank < palette.RANK_COLOURS else 0.55)
+
+
+def _batch_grid(parts, state, batch):
+    cols, rows = min(state["dp"], DRAWN_RANKS), min(state["accum"], MAX_ROWS)
+    cell_w, cell_h = min(24.0, (X1 - X0) / cols), min(14.0, 128.0 / rows)
+    top = 62
+    parts += [
+        svg.text(0, 14, f"One step: {state['micro']} \u00d7 {state['accum']} \u00d7 {state['dp']} = "
+                        f"{fmt.count(batch)} samples", class_="svg-label svg-strong"),
+        svg.text(0, 33, f"a cell: a microbatch of {state['micro']}; a column: a rank;", class_="svg-label-soft"),
+        svg.text(0, 51, "a row: an accumulation step", class_="svg-label-soft"),
+    ]
+    for c in range(cols):  # a column of microbatches per rank, in the rank's colour
+        colour, opacity = _rank_colour(c)
+        parts.append(svg.boxes([(X0 + c * cell_w, top + r * cell_h, cell_w - 1.5, cell_h - 1.5) for r in range(rows)],
+                               class_=f"fill-{colour}", fill_opacity=opacity if opacity < 1 else None))
+    bottom = top + rows * cell_h
+    if cell_w >= 14:  # rank numbers under the columns, stroked (one path)
+        parts.append(svg.numerals([([X0 + (c + 0.5) * cell_w - 0.75 for c in range(cols)], bottom + 8, range(cols))],
+                                  height=8.0, style="stroke:var(--ink-soft)", stroke_width=1.2))
+        bottom += 12
+    hidden = [f"{state['dp'] - cols} more ranks"] * (state["dp"] > cols)
+    hidden += [f"{state['accum'] - rows} more steps"] * (state["accum"] > rows)
+    if hidden:
+        parts.append(svg.text(X0 + cols * cell_w + 6 if cols * cell_w < 200 else X0, bottom + 20,
+                              f"not drawn: {' and '.join(hidden)}", class_="svg-label-soft"))
+        bottom += 22
+    return bottom + 30
+
+
+def _strips(parts, state, audit, top):
+    """Each epoch's strip: cells as bars on lanes (svg.lanes, x in cells), one path per colour for
+    all epochs; a label's worth of empty lanes above each epoch's block."""
+    size = state["dataset"]
+    per_row = size if size <= 32 else (32 if size <= 128 else 64)
+    cell = (X1 - X0) / per_row
+    row_h = min(cell, 14.0)
+    lines, label_lanes = -(-size // per_row), math.ceil(22 / row_h)
+    block = lines + label_lanes
+    y0 = top + 8
+    parts.append(svg.text(0, top, "Each epoch: which rank drew each sample", class_="svg-label svg-strong"))
+    rows, numbered = defaultdict(list), []  # (colour code, lane) -> cells; codes: ranks, then GREY, WARN, EMPTY
+    for e, strip in enumerate(audit.strips):
+        repeat = f", same order as epoch {strip.epoch - 1}" if strip.same_order_as_previous_epoch else ""
+        parts.append(svg.text(X0, y0 + (e * block + label_lanes) * row_h - 6,
+                              f"epoch {strip.epoch}: {strip.unique_samples}/{size} drawn{repeat}",
+                              class_="svg-label", style="fill:var(--c-warn)" if repeat or strip.unique_samples < size else None))
+        codes = [(rank if rank < GREY else GREY) if drawn == 1 else (WARN if drawn else EMPTY)
+                 for rank, drawn in zip(strip.first_rank, strip.times_drawn)]
+        for line in range(lines):
+            lane = e * block + label_lanes + line
+            for column, code in enumerate(codes[line * per_row:(line + 1) * per_row]):
+                rows[code, lane].append(column)
+        if cell >= 10:  # how often each repeated sample was drawn, on its cell
+            numbered += [((X0 + (i % per_row + 0.46) * cell,), y0 + (e * block + label_lanes + i // per_row + 0.5) * row_h,
+                          (n,)) for i, n in enumerate(strip.times_drawn) if n > 1]
+    by_colour = defaultdict(list)
+    for (code, lane), starts in rows.items():
+        by_colour[code].append((lane, 0.92, starts))
+    for code, lanes in sorted(by_colour.items()):
+        colour, opacity = _rank_colour(code) if code <= GREY else ("warn" if code == WARN else "empty", 1.0)
+        parts.append(svg.lanes(lanes, x=X0, y=y0, x_scale=cell, lane_height=row_h, fill_ratio=0.88,
+                               class_="svg-empty" if colour == "empty" else f"stroke-{colour}",
+                               stroke_opacity=opacity if opacity < 1 else None))
+    if numbered:
+        parts.append(svg.numerals(numbered, class_="op-label"))
+    y = y0 + len(audit.strips) * block * row_h
+    legend = [f"ranks {DRAWN_RANKS} to {state['dp'] - 1} in grey"] * (state["dp"] > DRAWN_RANKS)
+    if audit.padding_draws and state["variant"] == "correct":
+        legend.append(f"{fmt.count(audit.padding_draws)} repeats are padding (ranks > samples)")
+    parts.append(svg.texts(((X0, y + 16 + 19 * i, line) for i, line in enumerate(legend)), class_="svg-label-soft"))
+    return y + 34 + 19 * len(legend)
+
+
+def _dashboard(parts, state, audit, batch, top):
+    ok, bad = "fill:var(--c-ok)", "fill:var(--c-warn)"
+    dashboard = (
+        f"{fmt.count(batch)} per step",
+        f"{fmt.count(audit.draws_per_epoch)} per epoch",
+        f"{fmt.count(audit.draws_per_rank_per_epoch)} per rank and epoch",
+        "loss curve looks fine",
+    )
+    checks = (
+        (audit.unique_fraction == 1, f"{fmt.percent(audit.unique_fraction)} distinct"),
+        (audit.duplicated_samples == 0, f"{fmt.count(audit.duplicated_samples)} repeats"),
+        (audit.missing_samples == 0, f"{fmt.count(audit.missing_samples)} never drawn"),
+        (audit.repeated_epochs == 0, f"{audit.repeated_epochs} repeated epoch{'s' if audit.repeated_epochs != 1 else ''}"),
+    )
+    parts += [
+        svg.text(X0, top, "The dashboard", class_="svg-label svg-strong"),
+        svg.text(206, top, "An index audit", class_="svg-label svg-strong"),
+        svg.text(X0, top + 18, "(any sampler)", class_="svg-label-soft"),
+        svg.texts(((X0, top + 40 + 19 * i, f"{CHECK} {line}") for i, line in enumerate(dashboard)), class_="svg-label",
+                  style=ok),
+    ]
+    for i, (fine, line) in enumerate(checks):
+        parts.append(svg.text(206, top + 40 + 19 * i, f"{CHECK if fine else CROSS} {line}", class_="svg-label",
+                              style=ok if fine else bad))
+    return top + 40 + 19 * len(checks)
+
+
+@lru_cache(maxsize=32)  # moving the batch controls leaves the audit as it was
+def _audit(dataset, dp, epochs, variant):
+    return sampler.sampler_audit(dataset, dp, epochs, variant=variant)
+
+
+def render(state):
+    batch = sampler.global_batch_samples(state["micro"], state["accum"], state["dp"])
+    audit = _audit(state["dataset"], state["dp"], state["epochs"], state["variant"])
+    parts = []
+    bottom = _batch_grid(parts, state, batch)
+    bottom = _strips(parts, state, audit, bottom)
+    height = _dashboard(parts, state, audit, batch, bottom)
+    drawing = svg.document(WIDTH, height, parts, class_="svg-compact",
+                           label="The global batch as a grid of microbatches, and the dataset as strips coloured by rank")
+    readouts = (
+        Readout("global_batch", "samples per optimizer step", fmt.count(batch), batch),
+        Readout("unique_fraction", "distinct / drawn", fmt.percent(audit.unique_fraction),
+                audit.unique_fraction, "ok" if audit.unique_fraction == 1 else "warn"),
+        Readout("duplicated_samples", "repeated draws within an epoch", fmt.count(audit.duplicated_samples),
+                audit.duplicated_samples, "warn"),
+        Readout("repeated_epochs", "epochs repeating an order", fmt.count(audit.repeated_epochs),
+                audit.repeated_epochs),
+        Readout("draws", "samples drawn", fmt.count(audit.draws), audit.draws),
+    )
+    note = ("With one epoch shown, an epoch that repeats the one before cannot show: show two or more."
+            if state["variant"] == "epoch_not_set" and state["epochs"] == 1 else "")
+    alt = (
+        f"A grid of {state['dp']} ranks by {state['accum']} accumulation steps of {state['micro']}-sample microbatches: "
+        f"{fmt.count(batch)} samples per optimizer step. Below, {state['epochs']} strip(s) of {state['dataset']} samples "
+        f"drawn by the {VARIANT_LABELS[state['variant']]} sampler: {fmt.percent(audit.unique_fraction)} of the "
+        f"{fmt.count(audit.draws)} draws are distinct within their epoch, {fmt.count(audit.duplicated_samples)} repeat a "
+        f"sample, {fmt.count(audit.missing_samples)} sample slots go undrawn and {audit.repeated_epochs} epoch(s) repeat "
+        f"the previous order, while the dashboard's counts are the same as with a correct sampler."
+    )
+    return View(svg=drawing, readouts=readouts, note=note, alt=alt)

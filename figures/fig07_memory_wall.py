@@ -1,0 +1,143 @@
+"""Figure 07: adding GPUs does not add memory -- DDP's per-device bar stays put while N grows."""
+import math
+
+from figures import fmt, svg
+from figures.contract import Readout, Select, Slider, View
+from figures.fig08_zero_ladder import MODEL_SIZES, PARTS
+from models import hardware, memory
+
+NUMBER = 7
+TITLE = "Adding GPUs does not add memory"
+CAPTION = (
+    "Plain data parallelism on N GPUs, N from 1 to 4,096 on a log axis. Top: what each GPU holds (parameters, "
+    "gradients, optimizer state and any activations you add) against the chosen GPU's HBM. Bottom: the whole job, "
+    "what it needs and what its N GPUs have. Slide N: the top bars never move, the bottom lines climb together. "
+    "Then lower the parameters or change the GPU until the bars drop under the line. Sizes are in GB of 10\u2079 "
+    "bytes: a card sold as 80GB holds 80 GiB, 85.9 GB."
+)
+
+DEVICE_COUNTS = tuple(2**k for k in range(13))  # 1 .. 4096
+ACTIVATION_GB = (0, 1, 2, 5, 10, 20, 50, 100, 200)
+
+CONTROLS = (
+    Slider("params", "Parameters \u03a8", stops=MODEL_SIZES, default=7_000_000_000, format=fmt.si_count),
+    Slider("N", "GPUs N", stops=DEVICE_COUNTS, default=8, format=fmt.gpus),
+    Select("gpu", "GPU", options=tuple((k, g.name) for k, g in hardware.GPUS.items()), default="h100_sxm"),
+    Select("optimizer", "Optimizer", options=tuple((k, o.label) for k, o in memory.OPTIMIZERS.items()), default="adam_mixed"),
+    Slider("activations_gb", "Activations per GPU", stops=ACTIVATION_GB, default=0, unit="GB"),
+)
+
+LAYERS = PARTS + (("activations", "Activations"),)  # palette keys, bottom to top
+WIDTH, X0, X1 = 400, 58, 392
+PER_GPU = (44, 196)  # top panel: y of its top and its axis
+JOB = (322, 466)  # bottom panel
+HEIGHT = 508
+SLOT = (X1 - X0) / len(DEVICE_COUNTS)
+WARN, OK = "fill:var(--c-warn)", "fill:var(--c-ok)"
+
+
+def _x(n):
+    return X0 + (math.log2(n) + 0.5) * SLOT
+
+
+def _n_axis(bottom):
+    return [
+        svg.segments([(X0, bottom, X1, bottom)], class_="svg-axis"),
+        svg.texts(((_x(n), bottom + 18, n) for n in DEVICE_COUNTS[::2]), class_="svg-label-soft", text_anchor="middle"),
+        svg.text(X1, bottom + 37, "GPUs N (log scale)", class_="svg-label-soft", text_anchor="end"),
+    ]
+
+
+def _per_gpu_panel(state, wall, hbm, gpu):
+    top, bottom = PER_GPU
+    scale_top = max(wall.per_device_bytes, hbm) * 1.12
+    y = lambda b: bottom - b / scale_top * (bottom - top)  # noqa: E731 (a linear scale)
+    ticks = [t * 1e9 for t in svg.ticks(0, scale_top / 1e9, 5)]  # round numbers of GB
+    verdict = "fits on every GPU, at every N" if wall.fits else "fits on no GPU, at any N"
+    parts = [
+        svg.text(0, 14, "Memory per GPU", class_="svg-label svg-strong"),
+        svg.text(0, 31, f"{fmt.gigabytes(wall.per_device_bytes)}: {verdict}", class_="svg-label",
+                 style=OK if wall.fits else WARN),
+        svg.segments([(X0, y(t), X1, y(t)) for t in ticks[1:]], class_="svg-axis", stroke_dasharray="2 3"),
+        svg.texts(((X0 - 6, y(t) + 4, fmt.data_size(t) if t else "0") for t in ticks), class_="svg-label-soft",
+                  text_anchor="end"),
+    ]
+    sizes = [getattr(wall.states, f"{key}_bytes") for key, _ in PARTS] + [wall.activations_bytes]
+    below = 0.0
+    for (key, _), size in zip(LAYERS, sizes):  # one path per part: thirteen equal stacks
+        if size > 0:
+            parts.append(svg.boxes([(_x(n) - SLOT * 0.34, y(below + size), SLOT * 0.68, y(below) - y(below + size))
+                                    for n in DEVICE_COUNTS], class_=f"fill-{key}"))
+        below += size
+    parts += [
+        svg.boxes([(_x(state["N"]) - SLOT * 0.48, y(below) - 3, SLOT * 0.96, bottom - y(below) + 3)],
+                  class_="svg-ink", stroke_width=1.5),
+        svg.segments([(X0, y(hbm), X1, y(hbm))], class_="stroke-hbm", stroke_width=2, stroke_dasharray="6 4"),
+        svg.text(X1, y(hbm) - 6, f"HBM of one {gpu.name.split(' (')[0].replace('NVIDIA ', '')}: {fmt.gigabytes(hbm)}",
+                 class_="svg-label svg-halo", text_anchor="end"),
+    ]
+    return parts + _n_axis(bottom)
+
+
+def _job_panel(state, walls):
+    top, bottom = JOB
+    need = [w.aggregate_bytes for w in walls]
+    have = [w.aggregate_hbm_bytes for w in walls]
+    low = 10 ** math.floor(math.log10(min(need[0], have[0])))
+    span = math.ceil(math.log10(max(need[-1], have[-1]) / low))
+    y = lambda b: bottom - math.log10(b / low) / span * (bottom - top)  # noqa: E731 (a log scale)
+    decades = [low * 10**k for k in range(0, span + 1, 1 if span <= 5 else 2)]
+    index = DEVICE_COUNTS.index(state["N"])
+    parts = [
+        svg.text(0, top - 56, "The whole job", class_="svg-label svg-strong"),
+        svg.segments([(X0, y(d), X1, y(d)) for d in decades[1:]], class_="svg-axis", stroke_dasharray="2 3"),
+        svg.texts(((X0 - 6, y(d) + 4, fmt.data_size(d)) for d in decades),
+                  class_="svg-label-soft", text_anchor="end"),
+    ]
+    legend = ((need, "dp", f"the job needs {fmt.data_size(need[index])}"),
+              (have, "hbm", f"{fmt.gpus(state['N'])} have {fmt.data_size(have[index])} of HBM"))
+    for row, (values, key, label) in enumerate(legend):
+        points = [(_x(n), y(v)) for n, v in zip(DEVICE_COUNTS, values)]
+        x, at = points[index]
+        parts += [
+            svg.segments([(*a, *b) for a, b in zip(points, points[1:])], class_=f"stroke-{key}", stroke_width=2),
+            svg.boxes([(x - 3.5, at - 3.5, 7, 7)], class_=f"fill-{key}"),
+            svg.segments([(X0, top - 36 + 18 * row, X0 + 20, top - 36 + 18 * row)], class_=f"stroke-{key}", stroke_width=2.5),
+            svg.text(X0 + 26, top - 32 + 18 * row, label, class_="svg-label"),
+        ]
+    return parts + _n_axis(bottom)
+
+
+def render(state):
+    gpu = hardware.gpu(state["gpu"])
+    hbm = gpu.hbm_bytes
+    walls = [memory.ddp_memory(state["params"], n, hbm, optimizer=state["optimizer"],
+                               activations_bytes=state["activations_gb"] * 1e9) for n in DEVICE_COUNTS]
+    wall = walls[DEVICE_COUNTS.index(state["N"])]
+    drawing = svg.document(
+        WIDTH, HEIGHT, _per_gpu_panel(state, wall, hbm, gpu) + _job_panel(state, walls),
+        label=f"DDP memory per GPU and for the whole job, N = 1 to 4,096, at {fmt.si_count(state['params'])} parameters",
+        class_="svg-compact",
+    )
+    sizes = [(key, name, getattr(wall.states, f"{key}_bytes")) for key, name in PARTS]
+    readouts = (
+        Readout("per_device_bytes", "per GPU, any N", fmt.gigabytes(wall.per_device_bytes), wall.per_device_bytes),
+        Readout("aggregate_bytes", f"whole job, {fmt.gpus(state['N'])}", fmt.data_size(wall.aggregate_bytes),
+                wall.aggregate_bytes, "dp"),
+        Readout("fits", f"fits in {fmt.gigabytes(hbm)} of HBM", "yes" if wall.fits else "no", int(wall.fits),
+                "ok" if wall.fits else "warn"),
+        Readout("largest_params_that_fit", "largest model whose states fit",
+                f"{fmt.si_count(wall.largest_params_that_fit)} parameters", wall.largest_params_that_fit),
+        *(Readout(f"{key}_bytes", name.lower(), fmt.gigabytes(size), size, key) for key, name, size in sizes),
+        Readout("activations_bytes", "activations", fmt.gigabytes(wall.activations_bytes), wall.activations_bytes,
+                "activations"),
+    )
+    alt = (
+        f"Top: thirteen identical bars, one per N from 1 to 4,096 GPUs, each {fmt.gigabytes(wall.per_device_bytes)} "
+        f"per GPU ({', '.join(f'{name.lower()} {fmt.gigabytes(size)}' for _, name, size in sizes)}, activations "
+        f"{fmt.gigabytes(wall.activations_bytes)}), {'below' if wall.fits else 'above'} the {gpu.name}'s "
+        f"{fmt.gigabytes(hbm)} HBM line. Bottom: what the job needs climbs from {fmt.data_size(walls[0].aggregate_bytes)} "
+        f"to {fmt.data_size(walls[-1].aggregate_bytes)} alongside the HBM of N GPUs; at N = {state['N']} it needs "
+        f"{fmt.data_size(wall.aggregate_bytes)} and has {fmt.data_size(wall.aggregate_hbm_bytes)}."
+    )
+    return View(svg=drawing, readouts=readouts, alt=alt)
