@@ -151,9 +151,9 @@ def render(state):
     if focus == "all":
         for i, key in enumerate(tour.STRATEGIES):
             x, y = 8 + (i % 4) * (PW + GAP), (i // 4) * (PH + GAP)
-            parts.append(svg.group(_panel(frames[key]), transform=f"translate({x} {y})", class_="panel-button",
-                                   data_set=f"focus={key}", tabindex="0", role="button",
-                                   aria_label=f"Enlarge the {NAMES[key]} panel"))
+            parts.append(svg.group(_panel(frames[key]), transform=f"translate({x} {y})", class_="panel-button"))
+            parts.append(svg.hit_areas([(x, y, PW, PH, f"focus={key}", f"Enlarge the {NAMES[key]} panel")],
+                                       class_="svg-hit"))
         parts += _legend(8 + 3 * (PW + GAP), PH + GAP, frame_text)
         height = 2 * PH + GAP
         moving = sum(pf.moving_bytes for pf in frames.values())
@@ -164,8 +164,8 @@ def render(state):
                                   or "nothing on the wire") for k, pf in frames.items())
     else:
         pf = frames[focus]
-        parts.append(svg.group(_panel(pf), transform="translate(8 0) scale(2)", class_="panel-button",
-                               data_set="focus=all", tabindex="0", role="button", aria_label="Show all seven panels"))
+        parts.append(svg.group(_panel(pf), transform="translate(8 0) scale(2)", class_="panel-button"))
+        parts.append(svg.hit_areas([(8, 0, 2 * PW, 2 * PH, "focus=all", "Show all seven panels")], class_="svg-hit"))
         x = 8 + 2 * PW + 20
         lines = [(x, 18, f"{NAMES[focus]}: {frame_text.lower()}", "svg-label")]
         y = 44

@@ -232,5 +232,6 @@ def _dump(t, end):
                          + ": same group and SeqNum, different call: the odd one out took another path")
     return html.join(
         html.heading(f"What a flight-recorder dump would hold at the watchdog ({fmt.duration(t.detected_after_s)} after the fault)"),
-        html.table(("rank", "group", "SeqNum", "newest collective", "elements in → out", "state"), rows),
+        html.table(("rank", "group", "SeqNum", "newest collective", "elements in → out", "state"), rows,
+                   label="Flight-recorder dump, one row per rank"),
         html.heading("What to grep for"), html.code("\n".join(lines), label="log lines"))

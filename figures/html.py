@@ -18,10 +18,14 @@ def _attributes(attributes):
     return "".join(parts)
 
 
-def table(headers, rows, *, caption=None, row_classes=None, **attributes):
+def table(headers, rows, *, caption=None, label=None, row_classes=None, **attributes):
     """A ``<table>``: ``headers`` a sequence of column titles, ``rows`` sequences of cells
     (any value; shown as text). ``row_classes`` optionally gives each row a class (for
-    example ``"chosen"`` or ``"does-not-fit"``)."""
+    example ``"chosen"`` or ``"does-not-fit"``). The table scrolls sideways inside a
+    region named by ``caption`` (shown) or ``label`` (read out only): one is required,
+    and it must tell this table from every other on the page."""
+    if not (caption or label):
+        raise ValueError("a table needs a caption or a label naming it")
     row_classes = row_classes or [None] * len(rows)
     head = "".join(f'<th scope="col">{_text(h)}</th>' for h in headers)
     body = "".join(
@@ -30,7 +34,7 @@ def table(headers, rows, *, caption=None, row_classes=None, **attributes):
     )
     title = f"<caption>{_text(caption)}</caption>" if caption else ""
     # the wrapper scrolls sideways on a phone: keyboard users must be able to reach it
-    region = _attributes({"class": "table-wrap", "tabindex": "0", "role": "region", "aria-label": caption or "table"})
+    region = _attributes({"class": "table-wrap", "tabindex": "0", "role": "region", "aria-label": caption or label})
     return f'<div{region}><table{_attributes({"class": "figure-table", **attributes})}>{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 

@@ -44,10 +44,12 @@ def document(width, height, body, *, label, class_=None):
     """A complete, accessible ``<svg>`` scaled by its viewBox: it fills the figure's width
     but is never drawn smaller than its viewBox (``min-width``), so 11-unit labels stay
     at least 11 px; where the column is narrower, the figure scrolls sideways."""
+    body = "".join(body)
+    role = "group" if ' tabindex="' in body else "img"  # an image may not hold controls (hit_areas)
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {decimal(float(width))} {decimal(float(height))}"'
-        f' role="img" style="min-width:{decimal(float(width))}px"{_attrs({"aria-label": label, "class": class_})}>'
-        f"<title>{_escape(label)}</title>{''.join(body)}</svg>"
+        f' role="{role}" style="min-width:{decimal(float(width))}px"{_attrs({"aria-label": label, "class": class_})}>'
+        f"<title>{_escape(label)}</title>{body}</svg>"
     )
 
 
