@@ -45,3 +45,49 @@ def _three_significant(value):
     if value >= 1:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
+
+def si_bytes(num_bytes):
+    """Bytes in decimal units with three significant figures: 1.34e8 -> "134 MB", 2.68e9 -> "2.68 GB"."""
+    for threshold, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(num_bytes) >= threshold:
+            return f"{_three_significant(num_bytes / threshold)} {unit}"
+    return f"{num_bytes:.0f} B"
+
+
+def rank_list(ranks):
+    """Ascending ranks as short text that still names every one: "72\u201379",
+    "5, 13, 21, \u2026, 61 (step 8)", or runs "0\u20131, 16\u201317, \u2026, 48\u201349 (4 runs, step 16)";
+    anything else is listed in full."""
+    ranks = list(ranks)
+    if len(ranks) <= 2:
+        return ", ".join(map(str, ranks))
+    run = _progression(ranks)
+    if run:
+        return run
+    length = next((n for n in range(2, len(ranks)) if len(ranks) % n == 0 and _progression(ranks[:n])
+                   and all(ranks[i + n - 1] - ranks[i] == ranks[n - 1] - ranks[0] and _progression(ranks[i:i + n])
+                           and ranks[i + 1] - ranks[i] == ranks[1] - ranks[0] for i in range(0, len(ranks), n))
+                   and _progression(ranks[::n])), None)
+    if length is None:
+        return ", ".join(map(str, ranks))
+    starts = ranks[::length]
+    runs = [_progression(ranks[i:i + length]) for i in range(0, len(ranks), length)]
+    runs = [f"({run})" if "," in run else run for run in runs]
+    if len(runs) <= 3:
+        return ", ".join(runs)
+    return f"{runs[0]}, {runs[1]}, \u2026, {runs[-1]} ({len(runs)} runs, step {starts[1] - starts[0]})"
+
+
+def _progression(ranks):
+    """``ranks`` as one arithmetic progression's text, or None."""
+    if len(ranks) == 1:
+        return str(ranks[0])
+    step = ranks[1] - ranks[0]
+    if step <= 0 or ranks != list(range(ranks[0], ranks[-1] + 1, step)):  # one C-level comparison
+        return None
+    if step == 1:
+        return f"{ranks[0]}\u2013{ranks[-1]}"
+    if len(ranks) <= 4:
+        return ", ".join(map(str, ranks))
+    return f"{ranks[0]}, {ranks[1]}, {ranks[2]}, \u2026, {ranks[-1]} (step {step})"

@@ -162,3 +162,18 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
     data = "".join([(f"M%s {lane}.5h{length}" * len(starts)) % tuple(starts) for lane, length, starts in rows])
     transform = f"translate({decimal(float(x))} {decimal(float(y))}) scale({x_scale:.6g} {decimal(float(lane_height))})"
     return _path(data, transform=transform, fill="none", stroke_width=fill_ratio, **attributes)
+
+
+def targets(items, *, labelled=False, **attributes):
+    """Clickable rectangles, one ``<rect>`` each: ``items`` are ``(x, y, width, height, data_set,
+    label)``; ``data_set`` (e.g. ``"rank=5"``) is the state change the page applies when the
+    rectangle is clicked (``data-set``). They are transparent: draw what they cover underneath.
+    With ``labelled`` (a few dozen targets at most) each also takes ``role="button"``,
+    ``tabindex="0"`` and its ``label`` as ``aria-label``, so a keyboard reaches it too; many small
+    targets stay out of the tab order (the figure offers the same choice through a control)."""
+    shared = _attrs({"fill": "transparent", **attributes})
+    if labelled:
+        template = f'<rect x="{{:.1f}}" y="{{:.1f}}" width="{{:.1f}}" height="{{:.1f}}" data-set="{{}}" role="button" tabindex="0" aria-label="{{}}"{shared}/>'.format
+        return "".join(template(x, y, w, h, _escape(data_set), _escape(label)) for x, y, w, h, data_set, label in items)
+    template = f'<rect x="{{:.1f}}" y="{{:.1f}}" width="{{:.1f}}" height="{{:.1f}}" data-set="{{}}"{shared}/>'.format
+    return "".join(template(x, y, w, h, _escape(data_set)) for x, y, w, h, data_set, _ in items)

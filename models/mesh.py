@@ -229,3 +229,67 @@ class Mesh:
         self._check_enumerable("crosses_node")
         g = self.gpus_per_node
         return any(members[0] // g != members[-1] // g for members in self.groups(axis))
+
+
+# ---- the same answers without enumerating the world (for figures: a world of 4,096 ranks in ~1 ms) ----
+
+__all__ += ["group_ranks", "axis_crosses_node", "group_nodes"]
+
+
+def _block_positions(mesh):
+    """(fast, slow, F, position): ``position(j)`` is the rank offset of index j of the dp x cp block
+    (j = c_fast + F * c_slow, as ``Mesh.expert_coords`` numbers it)."""
+    fast, slow = mesh._block_axes()
+    size, stride_fast, stride_slow = getattr(mesh, fast), mesh.strides[fast], mesh.strides[slow]
+    return fast, slow, size, lambda j: (j % size) * stride_fast + (j // size) * stride_slow
+
+
+def group_ranks(mesh, axis, rank):
+    """Equal to ``mesh.group(axis, rank)``, from strides alone: O(group size) integer arithmetic."""
+    mesh._check_axis(axis)
+    rank = mesh._check_rank(rank)
+    if axis in AXES:
+        stride, size = mesh.strides[axis], getattr(mesh, axis)
+        base = rank - (rank // stride) % size * stride
+        return list(range(base, base + stride * size, stride))
+    fast, slow, size, position = _block_positions(mesh)
+    stride_fast, stride_slow = mesh.strides[fast], mesh.strides[slow]
+    j = (rank // stride_fast) % size + size * ((rank // stride_slow) % getattr(mesh, slow))
+    rest = rank - position(j)
+    if axis == "ep":
+        indices = range(j - j % mesh.ep, j - j % mesh.ep + mesh.ep)
+    else:
+        indices = range(j % mesh.ep, mesh.dp * mesh.cp, mesh.ep)
+    # position(i), written out: a comprehension, not a call per member (a 4,096-rank group in ~0.3 ms)
+    return sorted([rest + (i % size) * stride_fast + (i // size) * stride_slow for i in indices])
+
+
+def group_nodes(mesh, axis, rank):
+    """The nodes (ascending) that hold ``rank``'s group of ``axis``."""
+    g = mesh.gpus_per_node
+    return sorted({member // g for member in group_ranks(mesh, axis, rank)})
+
+
+def axis_crosses_node(mesh, axis):
+    """Equal to ``mesh.crosses_node(axis)``: some group of ``axis`` has its lowest and highest rank on
+    different nodes (ranks fill nodes in order, so a group touches one node iff those two do). Each
+    group is visited once, by its lowest and highest rank; no group is listed."""
+    mesh._check_axis(axis)
+    g, world = mesh.gpus_per_node, mesh.world_size
+    if mesh.degree(axis) == 1:
+        return False
+    if axis in AXES:
+        stride, size = mesh.strides[axis], getattr(mesh, axis)
+        span = stride * (size - 1)
+        return any(base // g != (base + span) // g
+                   for high in range(0, world, stride * size) for base in range(high, high + stride))
+    fast, slow, size, position = _block_positions(mesh)
+    block = mesh.dp * mesh.cp
+    if axis == "ep":
+        sets = [[position(j) for j in range(first, first + mesh.ep)] for first in range(0, block, mesh.ep)]
+    else:
+        sets = [[position(i * mesh.ep + e) for i in range(block // mesh.ep)] for e in range(mesh.ep)]
+    extents = [(min(s), max(s)) for s in sets]
+    # the ranks with dp and cp coordinates 0: one per combination of tp and pp coordinates
+    rests = [t * mesh.strides["tp"] + p * mesh.strides["pp"] for t in range(mesh.tp) for p in range(mesh.pp)]
+    return any((rest + low) // g != (rest + high) // g for rest in rests for low, high in extents)
