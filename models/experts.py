@@ -432,19 +432,22 @@ def _inclusion(prob, sizes, top_k):
     """q per group of ``sizes[g]`` experts that share the probability ``prob[g]``: water-filling.
     Equal probabilities are capped together (capping one raises the others' lambda * P too)."""
     rest = sum(map(operator.mul, prob, sizes))
-    if max(prob) * top_k <= rest:  # nothing capped (the usual case)
-        scale = top_k / rest
-        return [p * scale for p in prob]
+    if max(prob) * top_k <= rest:  # nothing capped (the usual case); divide first: no overflow
+        return [p / rest * top_k for p in prob]
     q = list(prob)
     full = 0
     for g in sorted(range(len(prob)), key=prob.__getitem__, reverse=True):
-        if prob[g] * (top_k - full) <= rest:
+        if full == top_k or prob[g] * (top_k - full) <= rest:
             break
-        q[g] = None  # capped at 1
+        q[g] = None  # capped at 1 (at most k experts are, so summing afresh stays cheap)
         full += sizes[g]
-        rest -= prob[g] * sizes[g]
-    scale = (top_k - full) / rest if rest > 0 else 0.0
-    return [1.0 if p is None else p * scale for p in q]
+        rest = sum(p * size for p, size in zip(q, sizes) if p is not None)  # no cancellation residue
+    left = top_k - full
+    if rest > 0 or left == 0:
+        return [1.0 if p is None else p / rest * left if left else 0.0 for p in q]
+    # the rest have P = 0, yet a token names k experts: the remaining picks fall on them evenly
+    share = left / (sum(sizes) - full)
+    return [1.0 if p is None else share for p in q]
 
 
 _SQRT2 = math.sqrt(2.0)
@@ -535,7 +538,7 @@ def expected_routing(tokens, router_prob, top_k=1, capacity=None):
     balance = experts * sum(map(operator.mul, fractions, prob))  # load_balancing_loss(f, P, alpha=1)
     return ExpectedRouting(
         tokens, top_k, capacity, prob, q, fractions, requests, dropped, kept,
-        sum(dropped) / assignments, wasted, balance, max(requests) * experts / assignments,
+        min(1.0, sum(dropped) / assignments), wasted, balance, max(requests) * experts / assignments,
     )
 
 
