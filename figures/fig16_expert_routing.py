@@ -25,7 +25,7 @@ def _advance(state):
 
 
 CONTROLS = (
-    Slider("T", "Tokens per rank T", stops=tuple(2**i for i in range(8, 18)), default=8192, format="{:,}".format),
+    Slider("T", "Tokens per rank", stops=tuple(2**i for i in range(8, 18)), default=8192, format="{:,}".format),
     Slider("E", "Experts E", stops=POWERS[1:], default=64),
     Slider("k", "Experts per token k", min=1, max=8, step=1, default=2),
     Select("cf", "Capacity factor", CF_OPTIONS, default="1.25"),
@@ -146,7 +146,8 @@ def render(state):
                 fmt.si_bytes(a2a.forward_bytes), a2a.forward_bytes, "comm"),
         Readout("alltoall_off_rank_bytes", "of which leave the rank", fmt.si_bytes(2 * a2a.off_rank_bytes_per_direction),
                 2 * a2a.off_rank_bytes_per_direction),
-        Readout("aux_loss", "balancing loss E\u00b7\u03a3f\u1d62P\u1d62", fmt.decimal(routing.balance_loss, 3),
+        Readout("aux_loss", "balancing loss E\u00b7\u03a3f\u1d62P\u1d62",
+                f"{routing.balance_loss:.3f}" if routing.balance_loss < 10 else f"{routing.balance_loss:.1f}",
                 routing.balance_loss),
         Readout("weighted_aux_loss", f"as trained, \u03b1 = {fmt.decimal(alpha, 3)}",
                 f"{alpha * routing.balance_loss:.4g}", alpha * routing.balance_loss),

@@ -170,8 +170,10 @@ def render(state):
     home = rank // g
     notes = []
     if len(nodes) < mesh.nodes:
-        notes.append(f"{world:,} ranks on {mesh.nodes:,} nodes: drawn are the {len(nodes)} nodes that hold rank "
-                     f"{rank} and most of its groups (the table lists every member).")
+        complete = all(m in cell for members in groups.values() for m in members)
+        notes.append(f"{world:,} ranks on {mesh.nodes:,} nodes: drawn are the {len(nodes)} nodes that hold rank {rank}'s "
+                     + ("groups." if complete else "node and as many of its groups' nodes as fit; the table lists "
+                        "every member."))
     if crosses["tp"]:
         notes.append(f"Flagged: tensor-parallel groups of {mesh.tp} ranks straddle node boundaries, so every TP "
                      "AllReduce leaves NVLink for the network.")
@@ -181,7 +183,8 @@ def render(state):
           for a in AXES),
         Readout("coord_ep", "EP / expert-DP coordinate", f"{expert['ep']} of {mesh.ep} / {expert['edp']} of "
                 f"{mesh.degree('edp')}", expert["ep"], "ep"),
-        Readout("group_size", f"{LABELS[axis]} group size", f"{mesh.degree(axis)} ranks", mesh.degree(axis)),
+        Readout("group_size", f"{LABELS[axis]} group size", f"{mesh.degree(axis)} rank{'s' if mesh.degree(axis) > 1 else ''}",
+                mesh.degree(axis)),
         Readout("crosses_node", f"some {LABELS[axis]} group crosses nodes",
                 "yes" if crosses[axis] else "no", int(crosses[axis]), "inter" if crosses[axis] else "intra"),
         Readout("group_nodes", f"rank {rank}'s {LABELS[axis]} group spans",
