@@ -87,12 +87,15 @@ def render(state):
     capacity = None if state["cf"] == "none" else experts.expert_capacity(tokens, count, k, float(state["cf"]))
     routing = experts.expected_routing(tokens, history[-1].router_prob, k, capacity)
     a2a = experts.moe_alltoall_bytes(k, 1, tokens, state["h"], dtype_bytes=2, ep=ep)
+    alpha, p = state["alpha"], fmt.portable  # p: the same last digits in CPython and Pyodide
+    dropped, balance, busiest = p(routing.dropped_fraction), p(routing.balance_loss), p(routing.busiest_vs_mean)
+    wasted = p(routing.wasted_capacity_fraction)
     per_rank, drawn = count // ep, min(count, MAX_DRAWN_EXPERTS)
     xs, width, groups = _columns(drawn, per_rank)
     per_row = max(1, int((width + 1) // PITCH))
-    kept, dropped = list(routing.kept[:drawn]), list(routing.dropped[:drawn])
-    unit = _unit(kept, dropped, capacity, per_row)
-    kept_dots, drop_dots = [round(n / unit) for n in kept], [round(n / unit) for n in dropped]
+    kept_cols, dropped_cols = list(routing.kept[:drawn]), list(routing.dropped[:drawn])
+    unit = _unit(kept_cols, dropped_cols, capacity, per_row)
+    kept_dots, drop_dots = [round(n / unit) for n in kept_cols], [round(n / unit) for n in dropped_cols]
     floor = TOP + 14 + math.ceil(max(kept_dots + [(capacity or 0) / unit]) / per_row) * PITCH
     bottom = floor + 8 + math.ceil(max(drop_dots) / per_row) * (PITCH + 2)
     centres = [(xs[a] + xs[b] + width) / 2 for a, b in groups]
@@ -126,9 +129,9 @@ def render(state):
                    (MARGIN, 64, a2a_text),
                    (MARGIN, target - 8, "combine All-to-All: the same bytes back" if ep > 1 else "")],
                   class_="svg-label-soft"),
-        svg.texts([(WIDTH - MARGIN, 14, f"step {state['step']}: E\u00b7\u03a3fP = {fmt.decimal(routing.balance_loss)}"),
+        svg.texts([(WIDTH - MARGIN, 14, f"step {state['step']}: E\u00b7\u03a3fP = {fmt.decimal(balance)}"),
                    (WIDTH - MARGIN, bottom + 2 if max(drop_dots) else floor + 14,
-                    f"dropped {fmt.percent(routing.dropped_fraction)}" if capacity else "no limit: nothing dropped")],
+                    f"dropped {fmt.percent(dropped)}" if capacity else "no limit: nothing dropped")],
                   class_="svg-label-soft", text_anchor="end"),
     ]
     drawing = svg.document(WIDTH, target + 24, parts, class_="wide-drawing", label=(
@@ -137,34 +140,30 @@ def render(state):
     hidden = f" Drawn: experts 0\u2013{drawn - 1} of {count}; the readouts count all of them." if drawn < count else ""
     note = (f"Dots are expected tokens per batch ({fmt.percent(sum(routing.requests[drawn:]) / (tokens * k))} of them go "
             f"to experts not drawn).{hidden}" if hidden else "")
-    alpha = state["alpha"]
     readouts = (
         Readout("capacity_per_expert", "capacity per expert",
                 f"{capacity:,} tokens" if capacity is not None else "no limit", capacity),
-        Readout("dropped_fraction", "tokens dropped", fmt.percent(routing.dropped_fraction, 2), routing.dropped_fraction, "warn"),
+        Readout("dropped_fraction", "tokens dropped", fmt.percent(dropped, 2), dropped, "warn"),
         Readout("alltoall_bytes_per_device", "All-to-All bytes per device (dispatch + combine, forward, bf16)",
                 fmt.si_bytes(a2a.forward_bytes), a2a.forward_bytes, "comm"),
         Readout("alltoall_off_rank_bytes", "of which leave the rank", fmt.si_bytes(2 * a2a.off_rank_bytes_per_direction),
                 2 * a2a.off_rank_bytes_per_direction),
         Readout("aux_loss", "balancing loss E\u00b7\u03a3f\u1d62P\u1d62",
-                f"{routing.balance_loss:.3f}" if routing.balance_loss < 10 else f"{routing.balance_loss:.1f}",
-                routing.balance_loss),
-        Readout("weighted_aux_loss", f"as trained, \u03b1 = {fmt.decimal(alpha, 3)}",
-                f"{alpha * routing.balance_loss:.4g}", alpha * routing.balance_loss),
-        Readout("busiest_vs_mean", "busiest expert's load vs the average", f"{routing.busiest_vs_mean:.2f}\u00d7",
-                routing.busiest_vs_mean),
-        Readout("wasted_capacity", "empty expert slots",
-                fmt.percent(routing.wasted_capacity_fraction) if capacity else "none (no fixed slots)",
-                routing.wasted_capacity_fraction, "hbm"),
+                f"{balance:.3f}" if balance < 10 else f"{balance:.1f}", balance),
+        Readout("weighted_aux_loss", f"as trained, \u03b1 = {fmt.decimal(alpha, 3)}", f"{alpha * balance:.4g}",
+                p(alpha * balance)),
+        Readout("busiest_vs_mean", "busiest expert's load vs the average", f"{busiest:.2f}\u00d7", busiest),
+        Readout("wasted_capacity", "empty expert slots", fmt.percent(wasted) if capacity else "none (no fixed slots)",
+                wasted, "hbm"),
         Readout("unit_tokens", "tokens per dot", f"{unit:,}", unit, "forward"),
     )
     alt = (
         f"{tokens:,} tokens on rank 0, each sent to its top {k} of {count} experts spread over {ep} ranks. "
-        + (f"Each expert has {capacity:,} slots; on average {fmt.percent(routing.dropped_fraction, 2)} of the "
+        + (f"Each expert has {capacity:,} slots; on average {fmt.percent(dropped, 2)} of the "
            f"{tokens * k:,} assignments overflow and are dropped" if capacity is not None else
            "No capacity limit: nothing is dropped")
-        + f". The busiest expert gets {routing.busiest_vs_mean:.2f} times the average load; balancing loss "
-        f"E times sum of f times P = {fmt.decimal(routing.balance_loss, 3)} after {state['step']} training steps "
+        + f". The busiest expert gets {busiest:.2f} times the average load; balancing loss "
+        f"E times sum of f times P = {fmt.decimal(balance, 3)} after {state['step']} training steps "
         f"(alpha {fmt.decimal(alpha, 3)}). Each All-to-All moves {fmt.si_bytes(a2a.per_direction_bytes)} per device."
     )
     return View(svg=drawing, readouts=readouts, note=note, alt=alt)

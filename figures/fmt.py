@@ -91,3 +91,13 @@ def _progression(ranks):
     if len(ranks) <= 4:
         return ", ".join(map(str, ranks))
     return f"{ranks[0]}, {ranks[1]}, {ranks[2]}, \u2026, {ranks[-1]} (step {step})"
+
+
+def portable(value):
+    """A readout's raw number as every platform computes it: floats rounded to 10 significant
+    digits. Pyodide's libm (musl) and CPython's (glibc) may differ in the last bits of exp, log,
+    erfc or lgamma, so an unrounded data-value computed in the browser need not equal the one
+    baked at build time; 10 digits is far finer than any model here is accurate."""
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+        return float(f"{value:.10g}")
+    return value
