@@ -48,7 +48,7 @@ MAX_DRAWN_EXPERTS = 64  # beyond this a column is under 10 px: draw experts 0-63
 PITCH, DOT = 4, 3  # a token dot and its spacing, px
 MAX_ROWS = 54  # dot rows, kept and dropped
 UNITS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
-TOP = 96  # where the experts' boxes start, below the dispatch fan
+TOP = 104  # where the experts' boxes start, below the dispatch fan and the rank labels
 
 
 def _columns(drawn, per_rank):
@@ -105,7 +105,7 @@ def render(state):
         svg.boxes([(WIDTH / 2 - 80, 24, 160, 20), (WIDTH / 2 - 80, target, 160, 20)], class_="svg-lane"),
         svg.texts([(WIDTH / 2, 38, f"rank 0: {tokens:,} tokens"), (WIDTH / 2, target + 14, "rank 0: outputs combined")],
                   class_="svg-label", text_anchor="middle"),
-        svg.segments([(WIDTH / 2, 44, c, TOP) for c in centres], class_="stroke-comm", stroke_width=1.2),
+        svg.segments([(WIDTH / 2, 44, c, TOP - 17) for c in centres], class_="stroke-comm", stroke_width=1.2),
         svg.segments([(c, floor, WIDTH / 2, target) for c in centres], class_="stroke-comm", stroke_width=1.2,
                      stroke_dasharray="4 3", stroke_opacity=0.6),
         svg.segments([(xs[a] - 2, floor, xs[b] + width + 2, floor) for a, b in groups], class_="svg-axis"),

@@ -1,11 +1,12 @@
 """Figure 17: the device mesh, explorable: ranks grouped by node, one rank's process groups, and which leave a node."""
 import itertools
 import math
+from bisect import bisect_left
 from functools import lru_cache
 
 from figures import fmt, html, svg
 from figures.contract import Readout, Select, Slider, View
-from models.mesh import AXES, GROUP_AXES, Mesh, axis_crosses_node, group_ranks
+from models.mesh import AXES, GROUP_AXES, Mesh, axis_crosses_node, group_ranks, nodes_of
 
 NUMBER = 17
 TITLE = "The device mesh, explorable"
@@ -29,7 +30,7 @@ CONTROLS = (
     Slider("pp", "Pipeline stages PP", stops=POWERS[:8], default=8),
     Slider("ep", "Expert parallel EP (inside DP\u00d7CP)", stops=POWERS, default=1),
     Select("order", "Order, fastest first", tuple((o, o) for o in ORDERS), default="tp-cp-dp-pp"),
-    Slider("gpus", "GPUs per node", stops=(1, 2, 4, 8, 16, 32, 64, 72), default=8),
+    Slider("gpus", "GPUs per node", stops=(4, 8, 16, 32, 64, 72), default=8),
     Slider("rank", "Rank", min=0, max=MAX_WORLD - 1, step=1, default=77),
     Select("axis", "Highlight the group of", tuple((a, LABELS[a]) for a in GROUP_AXES), default="tp"),
 )
@@ -88,23 +89,22 @@ def _layout(count, g):
 def _grid(nodes, g, world, pitch, cols, per_row):
     """Where everything sits: {rank: top-left of its square}, the node boxes, and the squares as
     dashed segments, one per row of squares across a row of node boxes (a dash per square, the
-    dash pattern skipping the gap between boxes), plus one for a node the world leaves part-filled."""
+    dash pattern skipping the gap between boxes). Only the world's last node may be part-filled."""
     box_w, rows_per_node = cols * pitch, math.ceil(g / cols)
-    cell, boxes, squares = {}, [], []
-    for i, node in enumerate(nodes):
-        x, y = LEFT + (i % per_row) * (box_w + 6), TOP + 12 + (i // per_row) * (rows_per_node * pitch + 14)
-        boxes.append((x - 1, y - 1, box_w + 2, rows_per_node * pitch + 2))
-        filled = min(g, world - node * g)
-        for local in range(filled):
-            cell[node * g + local] = (x + (local % cols) * pitch, y + (local // cols) * pitch)
-        first_in_row = i % per_row == 0 or filled < g or (nodes[i - 1] + 1) * g > world
-        for row in range(math.ceil(filled / cols)):
-            end = x + min(cols, filled - row * cols) * pitch - 1
-            middle = y + row * pitch + pitch / 2 - 1
-            if first_in_row or filled < g:
-                squares.append([x + 1, middle, end, middle])
-            else:  # carry on the previous box's segment on this row
-                squares[-rows_per_node + row][2] = end
+    box_h = rows_per_node * pitch
+    place = [(LEFT + (i % per_row) * (box_w + 6), TOP + 12 + (i // per_row) * (box_h + 14)) for i in range(len(nodes))]
+    boxes = [(x - 1, y - 1, box_w + 2, box_h + 2) for x, y in place]
+    cell = {node * g + local: (x + (local % cols) * pitch, y + (local // cols) * pitch)
+            for node, (x, y) in zip(nodes, place) for local in range(min(g, world - node * g))}
+    squares = []
+    for start in range(0, len(nodes), per_row):
+        (x, y), (last_x, _), last = place[start], place[min(start + per_row, len(nodes)) - 1], nodes[min(start + per_row, len(nodes)) - 1]
+        filled = min(g, world - last * g)  # squares in this row's last box
+        for row in range(rows_per_node):
+            in_last = min(cols, max(0, filled - row * cols))
+            end = last_x + in_last * pitch - 1 if in_last else last_x - 7
+            if end > x:
+                squares.append((x + 1, y + row * pitch + pitch / 2 - 1, end, y + row * pitch + pitch / 2 - 1))
     return cell, boxes, squares
 
 
@@ -115,31 +115,45 @@ def render(state):
     rank, axis, g, world = state["rank"], state["axis"], state["gpus"], mesh.world_size
     coords, expert = mesh.coords(rank), mesh.expert_coords(rank)
     groups = {a: group_ranks(mesh, a, rank) for a in GROUP_AXES}
-    on_nodes = {a: sorted({m // g for m in members}) if len(members) > 1 else [rank // g] for a, members in groups.items()}
+    on_nodes = {a: nodes_of(members, g) for a, members in groups.items()}
     crosses = {a: _crosses(mesh, a) for a in GROUP_AXES}
     nodes = _nodes_to_draw(mesh, groups, rank, axis)
     pitch, cols, per_row = _layout(len(nodes), g)
     cell, boxes, squares = _grid(nodes, g, world, pitch, cols, per_row)
+    drawn = {a: _drawn(members, cell) for a, members in groups.items()}  # each group's members on screen
     box_w, box_h = cols * pitch, math.ceil(g / cols) * pitch
     bottom = TOP + 12 + math.ceil(len(nodes) / per_row) * (box_h + 14)
     size, gap = pitch - 2, 6  # a square, and the gap between node boxes
     dashes = " ".join([f"{size - 2} {pitch - size + 2}"] * (cols - 1) + [f"{size - 2} {pitch - size + 2 + gap}"])
+    runs = {a: _runs(members, g, cols) for a, members in drawn.items()}  # squares side by side: one dash each
+    along = f"{size} {pitch - size}"  # the dash pattern that draws a run of squares as one segment
     parts = [
         svg.boxes(boxes if g > 1 else [], class_="svg-lane"),
         svg.segments(squares, class_="svg-axis", stroke_width=size - 2, stroke_dasharray=dashes),
-        svg.boxes([(*cell[r], size, size) for r in groups[axis] if r in cell], class_=f"fill-{COLOURS[axis]}"),
+        svg.segments([(x, y + size / 2, x + (n - 1) * pitch + size, y + size / 2)
+                      for x, y, n in ((*cell[first], n) for first, n in runs[axis])],
+                     class_=f"stroke-{COLOURS[axis]}", stroke_width=size, stroke_dasharray=along),
     ]
     for a in GROUP_AXES:  # the other groups of the chosen rank: a side or diagonal of each member's square
         if a != axis and mesh.degree(a) > 1 and (a in AXES or mesh.ep > 1):  # EP = 1: no expert groups
             x0, y0, x1, y1 = MARKS[a]
-            parts.append(svg.segments([(x + x0 * size, y + y0 * size, x + x1 * size, y + y1 * size)
-                                       for x, y in (cell[r] for r in groups[a] if r in cell)],
-                                      class_=f"stroke-{COLOURS[a]}", stroke_width=2.5))
+            if y0 == y1:  # a top or bottom edge: a run of squares takes one dashed segment
+                marks = [(x, y + y0 * size, x + (n - 1) * pitch + size, y + y0 * size)
+                         for x, y, n in ((*cell[first], n) for first, n in runs[a])]
+            else:
+                marks = [(x + x0 * size, y + y0 * size, x + x1 * size, y + y1 * size) for x, y in map(cell.__getitem__, drawn[a])]
+            parts.append(svg.segments(marks, class_=f"stroke-{COLOURS[a]}", stroke_width=2.5,
+                                      stroke_dasharray=along if y0 == y1 else None))
     half = pitch / 2 - 1
-    links = [(cell[a], cell[b], a // g == b // g) for a, b in zip(groups[axis], groups[axis][1:]) if a in cell and b in cell]
+    group = groups[axis]  # neighbours in the group, both drawn, are linked: along each run, and run to run
+    links = [(first, first + n - 1) for first, n in runs[axis] if n > 1]
+    ends = [(first, first + n - 1) for first, n in runs[axis]]
+    links += [(a_end, b_first) for (_, a_end), (b_first, _) in zip(ends, ends[1:])
+              if group[bisect_left(group, a_end) + 1] == b_first]
     for same, name, dash in ((True, "intra", None), (False, "inter", "4 3")):
-        parts.append(svg.segments([(p[0] + half, p[1] + half, q[0] + half, q[1] + half) for p, q, inside in links
-                                   if inside == same], class_=f"stroke-{name}", stroke_width=1.5, stroke_dasharray=dash))
+        parts.append(svg.segments([(cell[a][0] + half, cell[a][1] + half, cell[b][0] + half, cell[b][1] + half)
+                                   for a, b in links if (a // g == b // g) == same],
+                                  class_=f"stroke-{name}", stroke_width=1.5, stroke_dasharray=dash))
     x, y = cell[rank]
     parts.append(svg.boxes([(x - 1.5, y - 1.5, size + 3, size + 3)], class_="stroke-hbm", fill="none", stroke_width=2.5))
     if box_w >= 24:  # room for a four-digit node number above each box
@@ -170,7 +184,7 @@ def render(state):
     home = rank // g
     notes = []
     if len(nodes) < mesh.nodes:
-        complete = all(m in cell for members in groups.values() for m in members)
+        complete = all(len(drawn[a]) == len(groups[a]) for a in GROUP_AXES)
         notes.append(f"{world:,} ranks on {mesh.nodes:,} nodes: drawn are the {len(nodes)} nodes that hold rank {rank}'s "
                      + ("groups." if complete else "node and as many of its groups' nodes as fit; the table lists "
                         "every member."))
@@ -192,9 +206,9 @@ def render(state):
         Readout("world_size", "world size", f"{world:,} GPUs on {mesh.nodes:,} node{'s' if mesh.nodes > 1 else ''}", world),
         Readout("node", f"rank {rank} is on node", str(home), home),
     )
+    named = {a: fmt.rank_list(groups[a]) for a in GROUP_AXES}
     table_rows = [(LABELS[a], f"{(coords[a] if a in AXES else expert[a])} of {mesh.degree(a)}",
-                   fmt.rank_list(groups[a]), fmt.rank_list(on_nodes[a]), "yes" if crosses[a] else "no")
-                  for a in GROUP_AXES]
+                   named[a], fmt.rank_list(on_nodes[a]), "yes" if crosses[a] else "no") for a in GROUP_AXES]
     table = html.table(("axis", "coordinate", f"rank {rank}'s group", "on nodes", "any group crosses nodes"), table_rows,
                        caption=f"Every process group of rank {rank} (fastest axis first: {fastest})",
                        row_classes=["chosen" if a == axis else None for a in GROUP_AXES])
@@ -202,11 +216,35 @@ def render(state):
         f"{world:,} ranks (TP {mesh.tp} x CP {mesh.cp} x DP {mesh.dp} x PP {mesh.pp}, EP {mesh.ep} inside DP x CP) "
         f"on {mesh.nodes:,} nodes of {fmt.gpus(g)}, order {state['order']}. Rank {rank} is on node {home} with coordinates "
         + ", ".join(f"{a} {coords[a]}" for a in AXES)
-        + f". Its {LABELS[axis]} group, ranks {fmt.rank_list(groups[axis])}, is highlighted and "
+        + f". Its {LABELS[axis]} group, ranks {named[axis]}, is highlighted and "
         + ("crosses nodes." if spans > 1 else "stays inside its node.")
         + " Axes whose groups cross nodes: " + (", ".join(LABELS[a] for a in GROUP_AXES if crosses[a]) or "none") + "."
     )
     return View(svg=drawing, readouts=readouts, note=" ".join(notes), alt=alt, html=table)
+
+
+def _drawn(members, cell):
+    """The members (ascending) that have a square: walk the shorter of the two."""
+    if len(members) <= len(cell):
+        return [r for r in members if r in cell]
+    found = []
+    for r in sorted(cell):
+        i = bisect_left(members, r)
+        if i < len(members) and members[i] == r:
+            found.append(r)
+    return found
+
+
+def _runs(members, g, cols):
+    """Ascending members as runs of squares side by side (consecutive ranks on one row of a node's
+    box): ``(first, count)`` each."""
+    runs = []
+    for r in members:
+        if runs and r == runs[-1][0] + runs[-1][1] and r % g % cols:
+            runs[-1][1] += 1
+        else:
+            runs.append([r, 1])
+    return runs
 
 
 def _lines(cell):

@@ -128,7 +128,8 @@ STATES17 = [
     {"order": "dp-tp-cp-pp"},
     {"tp": 4, "cp": 2, "dp": 16, "pp": 4, "ep": 8, "gpus": 72, "rank": 300, "axis": "ep", "order": "cp-dp-tp-pp"},
     {"tp": 8, "cp": 1, "dp": 64, "pp": 8, "ep": 16, "gpus": 8, "rank": 3001, "axis": "edp"},
-    {"tp": 1, "cp": 1, "dp": 4096, "pp": 1, "ep": 4096, "gpus": 1, "rank": 4095, "axis": "dp"},
+    {"tp": 1, "cp": 1, "dp": 4096, "pp": 1, "ep": 4096, "gpus": 4, "rank": 4095, "axis": "dp"},
+    {"tp": 1, "cp": 2, "dp": 256, "pp": 1, "ep": 512, "gpus": 4, "rank": 301, "axis": "cp", "order": "dp-cp-tp-pp"},
 ]
 
 
@@ -183,7 +184,9 @@ def test_figure_17_draws_the_group_and_a_target_per_rank(raw):
     ranks = [int(t.split("=")[1]) for t in targets]
     assert len(set(ranks)) == len(ranks) and all(0 <= r < mesh.world_size for r in ranks) and state["rank"] in ranks
     colour = {"edp": "dp"}.get(state["axis"], state["axis"])
-    filled = paths(view, f"fill-{colour}")[0].count("z")
+    [fill] = [p for p in root.iter(f"{SVG}path") if p.get("class") == f"stroke-{colour}" and p.get("stroke-width") != "2.5"]
+    size, gap = map(float, fill.get("stroke-dasharray").split())  # a run of squares: one dashed segment
+    filled = sum(round((x2 - x1 + gap) / (size + gap)) for x1, _, x2, _ in segments(fill.get("d")))
     group = mesh.group(state["axis"], state["rank"])
     if mesh.world_size <= 512:
         assert sorted(ranks) == list(range(mesh.world_size))
@@ -191,8 +194,20 @@ def test_figure_17_draws_the_group_and_a_target_per_rank(raw):
         assert all(r.get("role") == "button" for r in root.iter(f"{SVG}rect")) == (mesh.world_size <= 64)
     else:  # a readable subset: the nodes of the chosen rank's groups, and the note says so
         assert len(ranks) <= 256 and filled == len(set(group) & set(ranks)) and "drawn are the" in view.note
-    links = sum(len(segments(d)) for d in paths(view, "stroke-intra") + paths(view, "stroke-inter"))
-    assert links == sum(1 for a, b in zip(group, group[1:]) if a in ranks and b in ranks)
+    # links: every pair of group neighbours that are both drawn, and nothing else
+    corner = {(float(r.get("x")), float(r.get("y"))): int(r.get("data-set").split("=")[1]) for r in root.iter(f"{SVG}rect")}
+    half = (size + gap) / 2 - 1
+    at = {(round(x + half, 2), round(y + half, 2)): r for (x, y), r in corner.items()}
+    members, linked = set(group), set()
+    for d in paths(view, "stroke-intra") + paths(view, "stroke-inter"):
+        for x1, y1, x2, y2 in segments(d):
+            a, b = at[(x1, y1)], at[(x2, y2)]
+            if all(r in members for r in range(a, b + 1)):  # along a run of consecutive ranks
+                linked |= {(r, r + 1) for r in range(a, b)}
+            else:
+                linked.add((a, b))
+    drawn = set(ranks)
+    assert linked == {(a, b) for a, b in zip(group, group[1:]) if a in drawn and b in drawn}
 
 
 def test_figure_17_constraints():

@@ -222,3 +222,12 @@ def test_article_rank_77_of_the_512_gpu_mesh():
     assert not axis_crosses_node(mesh, "tp") and axis_crosses_node(mesh, "dp") and axis_crosses_node(mesh, "pp")
     flipped = Mesh(tp=8, dp=8, pp=8, order="dp-tp-cp-pp")
     assert axis_crosses_node(flipped, "tp") and not axis_crosses_node(flipped, "dp")
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 500), max_size=40, unique=True), st.integers(1, 80))
+def test_nodes_of_matches_the_set_of_node_indices(ranks, g):
+    from models.mesh import nodes_of
+    ranks = sorted(ranks)
+    assert nodes_of(ranks, g) == sorted({r // g for r in ranks})
+    assert nodes_of(list(range(3, 300, 5)), g) == sorted({r // g for r in range(3, 300, 5)})
