@@ -79,7 +79,7 @@ def test_figure_17_every_control_moves_the_numbers_to_the_models(session):
     state = read_state(page, FIG17)
     moves = (("rank", 200), ("axis", "dp"), ("order", "dp-tp-cp-pp"), ("tp", 16), ("cp", 2), ("dp", 32),
              ("pp", 4), ("ep", 16), ("axis", "ep"), ("gpus", 72), ("rank", 4000), ("axis", "edp"),
-             ("dp", 4096), ("order", "pp-dp-cp-tp"), ("gpus", 1), ("tp", 1), ("axis", "pp"))
+             ("dp", 4096), ("order", "pp-dp-cp-tp"), ("gpus", 4), ("tp", 1), ("axis", "pp"))
     for key, value in moves:
         shown = move_and_check(page, FIG17, state, key, value)
     mesh = Mesh(dp=state["dp"], tp=state["tp"], pp=state["pp"], cp=state["cp"], ep=state["ep"],
