@@ -65,18 +65,18 @@ def rank_list(ranks):
     run = _progression(ranks)
     if run:
         return run
-    length = next((n for n in range(2, len(ranks)) if len(ranks) % n == 0 and _progression(ranks[:n])
-                   and all(ranks[i + n - 1] - ranks[i] == ranks[n - 1] - ranks[0] and _progression(ranks[i:i + n])
-                           and ranks[i + 1] - ranks[i] == ranks[1] - ranks[0] for i in range(0, len(ranks), n))
-                   and _progression(ranks[::n])), None)
-    if length is None:
+    # runs of n ranks `step` apart, the runs `stride` apart: n is where the first run breaks
+    step = ranks[1] - ranks[0]
+    n = next(i + 1 for i in range(len(ranks) - 1) if ranks[i + 1] - ranks[i] != step)
+    count, stride = len(ranks) // n, ranks[n] - ranks[0]
+    if step <= 0 or len(ranks) % n or stride <= 0 or ranks != [
+            start + i * step for start in range(ranks[0], ranks[0] + count * stride, stride) for i in range(n)]:
         return ", ".join(map(str, ranks))
-    starts = ranks[::length]
-    runs = [_progression(ranks[i:i + length]) for i in range(0, len(ranks), length)]
+    runs = [_progression(ranks[k:k + n]) for k in ((0, n, len(ranks) - n) if count > 3 else range(0, len(ranks), n))]
     runs = [f"({run})" if "," in run else run for run in runs]
-    if len(runs) <= 3:
+    if count <= 3:
         return ", ".join(runs)
-    return f"{runs[0]}, {runs[1]}, \u2026, {runs[-1]} ({len(runs)} runs, step {starts[1] - starts[0]})"
+    return f"{runs[0]}, {runs[1]}, \u2026, {runs[-1]} ({count} runs, step {stride})"
 
 
 def _progression(ranks):

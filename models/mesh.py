@@ -29,6 +29,7 @@ expert tp = tp), encoder/decoder split meshes, hierarchical (intra/inter-node)
 sub-groups, or physical links -- ``node(rank)`` assumes ranks are packed onto
 nodes in order, ``gpus_per_node`` at a time.
 """
+import math
 from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
 
@@ -303,17 +304,22 @@ def axis_crosses_node(mesh, axis):
     if mesh.degree(axis) == 1:
         return False
     if axis in AXES:
+        # groups start at base = high + low (high a multiple of stride * size, low < stride); whether
+        # one crosses depends only on base mod g, which repeats after g // gcd(period, g) highs and
+        # g lows: those are all the starts to look at
         stride, size = mesh.strides[axis], getattr(mesh, axis)
-        span = stride * (size - 1)
+        span, period = stride * (size - 1), stride * size
+        highs = min(world // period, g // math.gcd(period, g))
         return any(base // g != (base + span) // g
-                   for high in range(0, world, stride * size) for base in range(high, high + stride))
+                   for high in range(0, highs * period, period) for base in range(high, high + min(stride, g)))
     fast, slow, size, position = _block_positions(mesh)
     block = mesh.dp * mesh.cp
+    # position() grows with j (the slow axis's stride is at least F times the fast one's), so each
+    # set's lowest and highest rank are those of its first and last block index
     if axis == "ep":
-        sets = [[position(j) for j in range(first, first + mesh.ep)] for first in range(0, block, mesh.ep)]
+        extents = [(position(first), position(first + mesh.ep - 1)) for first in range(0, block, mesh.ep)]
     else:
-        sets = [[position(i * mesh.ep + e) for i in range(block // mesh.ep)] for e in range(mesh.ep)]
-    extents = [(min(s), max(s)) for s in sets]
+        extents = [(position(e), position(e + block - mesh.ep)) for e in range(mesh.ep)]
     # the ranks with dp and cp coordinates 0: one per combination of tp and pp coordinates
     rests = [t * mesh.strides["tp"] + p * mesh.strides["pp"] for t in range(mesh.tp) for p in range(mesh.pp)]
     return any((rest + low) // g != (rest + high) // g for rest in rests for low, high in extents)
