@@ -137,9 +137,9 @@ def render(state):
     drawing = svg.document(WIDTH, target + 24, parts, class_="wide-drawing", label=(
         f"Tokens of one rank routed top-{k} to {count} experts on {ep} expert-parallel ranks, with the overflow "
         "above each expert's capacity falling below it"))
-    hidden = f" Drawn: experts 0\u2013{drawn - 1} of {count}; the readouts count all of them." if drawn < count else ""
-    note = (f"Dots are expected tokens per batch ({fmt.percent(sum(routing.requests[drawn:]) / (tokens * k))} of them go "
-            f"to experts not drawn).{hidden}" if hidden else "")
+    held = "EP rank 0" if len(groups) == 1 else f"EP ranks 0\u2013{len(groups) - 1}"
+    note = (f"Drawn: experts 0\u2013{drawn - 1} of {count} (on {held} of {ep}); the readouts count every expert."
+            if drawn < count else "")
     readouts = (
         Readout("capacity_per_expert", "capacity per expert",
                 f"{capacity:,} tokens" if capacity is not None else "no limit", capacity),
