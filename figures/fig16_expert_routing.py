@@ -118,7 +118,7 @@ def render(state):
         line = floor - capacity / unit / per_row * PITCH
         parts.append(svg.segments([(x - 1, line, x + width + 1, line) for x in xs], class_="stroke-hbm",
                                   stroke_width=1.5, stroke_dasharray="3 2"))
-    a2a_text = (f"dispatch All-to-All: {fmt.si_bytes(a2a.per_direction_bytes)} per device" if ep > 1
+    a2a_text = (f"dispatch All-to-All: {fmt.data_size(a2a.per_direction_bytes)} per device" if ep > 1
                 else "EP = 1: every expert is on this rank, no All-to-All leaves it")
     stride = max(1, math.ceil(len(groups) / 12))
     labels = [(centres[g], TOP - 4, f"rank {g}" if len(groups) <= 12 else g) for g in range(0, len(groups), stride)]
@@ -134,7 +134,7 @@ def render(state):
                     f"dropped {fmt.percent(dropped)}" if capacity else "no limit: nothing dropped")],
                   class_="svg-label-soft", text_anchor="end"),
     ]
-    drawing = svg.document(WIDTH, target + 24, parts, class_="wide-drawing", label=(
+    drawing = svg.document(WIDTH, target + 24, parts, label=(
         f"Tokens of one rank routed top-{k} to {count} experts on {ep} expert-parallel ranks, with the overflow "
         "above each expert's capacity falling below it"))
     held = "EP rank 0" if len(groups) == 1 else f"EP ranks 0\u2013{len(groups) - 1}"
@@ -145,8 +145,8 @@ def render(state):
                 f"{capacity:,} tokens" if capacity is not None else "no limit", capacity),
         Readout("dropped_fraction", "tokens dropped", fmt.percent(dropped, 2), dropped, "warn"),
         Readout("alltoall_bytes_per_device", "All-to-All bytes per device (dispatch + combine, forward, bf16)",
-                fmt.si_bytes(a2a.forward_bytes), a2a.forward_bytes, "comm"),
-        Readout("alltoall_off_rank_bytes", "of which leave the rank", fmt.si_bytes(2 * a2a.off_rank_bytes_per_direction),
+                fmt.data_size(a2a.forward_bytes), a2a.forward_bytes, "comm"),
+        Readout("alltoall_off_rank_bytes", "of which leave the rank", fmt.data_size(2 * a2a.off_rank_bytes_per_direction),
                 2 * a2a.off_rank_bytes_per_direction),
         Readout("aux_loss", "balancing loss E\u00b7\u03a3f\u1d62P\u1d62",
                 f"{balance:.3f}" if balance < 10 else f"{balance:.1f}", balance),
@@ -164,6 +164,6 @@ def render(state):
            "No capacity limit: nothing is dropped")
         + f". The busiest expert gets {busiest:.2f} times the average load; balancing loss "
         f"E times sum of f times P = {fmt.decimal(balance, 3)} after {state['step']} training steps "
-        f"(alpha {fmt.decimal(alpha, 3)}). Each All-to-All moves {fmt.si_bytes(a2a.per_direction_bytes)} per device."
+        f"(alpha {fmt.decimal(alpha, 3)}). Each All-to-All moves {fmt.data_size(a2a.per_direction_bytes)} per device."
     )
     return View(svg=drawing, readouts=readouts, note=note, alt=alt)

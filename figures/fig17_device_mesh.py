@@ -166,7 +166,9 @@ def render(state):
     if pitch >= 24:  # rank numbers inside the squares
         parts.append(svg.numerals([([cell[r][0] + half for r in line], cell[line[0]][1] + half, tuple(line))
                                    for line in _lines(cell)], height=6, class_="stroke-hbm", stroke_width=1.2))
-    parts.append(svg.targets([(*cell[r], pitch, pitch, f"rank={r}", f"rank {r}") for r in cell], labelled=world <= 64))
+    labelled = world <= 64  # a tab stop per square only while they are few: the rank slider reaches every one
+    parts.append(svg.hit_areas([(*cell[r], pitch, pitch, f"rank={r}", f"rank {r}")[:6 if labelled else 5] for r in cell],
+                               class_="svg-hit", fill="transparent"))
     fastest = "-".join(a for a in order if getattr(mesh, a) > 1) or "all degrees 1"
     parts.append(svg.texts([
         (LEFT, 14, f"{world:,} ranks on {mesh.nodes:,} node{'s' if mesh.nodes > 1 else ''} of {fmt.gpus(g)}"
@@ -178,7 +180,7 @@ def render(state):
                + ("cross nodes" if crosses[a] else "stay inside nodes" if mesh.degree(a) > 1 else "off"))
               for i, a in enumerate(GROUP_AXES)]
     parts.append(svg.texts(legend, class_="svg-label"))
-    drawing = svg.document(WIDTH, bottom + 36, parts, class_="wide-drawing", label=(
+    drawing = svg.document(WIDTH, bottom + 36, parts, label=(
         f"Grid of {len(cell)} of {world} ranks grouped by node, with rank {rank}'s {LABELS[axis]} group filled"))
 
     home = rank // g

@@ -47,12 +47,21 @@ def _three_significant(value):
     return f"{value:.3g}"
 
 
-def si_bytes(num_bytes):
-    """Bytes in decimal units with three significant figures: 1.34e8 -> "134 MB", 2.68e9 -> "2.68 GB"."""
-    for threshold, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if abs(num_bytes) >= threshold:
-            return f"{_three_significant(num_bytes / threshold)} {unit}"
-    return f"{num_bytes:.0f} B"
+def data_size(num_bytes):
+    """Bytes in decimal units to three significant figures: 1e3 -> "1 kB", 1.75e9 -> "1.75 GB",
+    6.7108864e7 -> "67.1 MB", 1e10 -> "10 GB" (steps of 10^3, as buffer sizes and link rates are quoted)."""
+    return _scaled(num_bytes, ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")))
+
+
+def _scaled(value, units):
+    """``value`` in the largest of ``units`` ((scale, name), largest first) that keeps it >= 1
+    after rounding to three significant figures (so 999.96 µs reads "1 ms", not "1000 µs")."""
+    if value == 0:
+        return "0 " + next(unit for scale, unit in units if scale == 1.0)
+    for scale, unit in units:
+        rounded = float(f"{value / scale:.3g}")
+        if abs(rounded) >= 1 or scale == units[-1][0]:
+            return f"{rounded:g} {unit}"
 
 
 def rank_list(ranks):

@@ -164,20 +164,18 @@ def lanes(rows, *, x, y, x_scale, lane_height, fill_ratio=0.9, **attributes):
     return _path(data, transform=transform, fill="none", stroke_width=fill_ratio, **attributes)
 
 
-def targets(items, *, labelled=False, **attributes):
-    """Clickable rectangles, one ``<rect>`` each: ``items`` are ``(x, y, width, height, data_set,
-    label)``; ``data_set`` (e.g. ``"rank=5"``) is the state change the page applies when the
-    rectangle is clicked (``data-set``). They are transparent: draw what they cover underneath.
-    With ``labelled`` (a few dozen targets at most) each also takes ``role="button"``,
-    ``tabindex="0"`` and its ``label`` as ``aria-label``, so a keyboard reaches it too; many small
-    targets stay out of the tab order (the figure offers the same choice through a control)."""
-    items = list(items)
-    shared = _attrs({"fill": "transparent", **attributes})
-    # one scan of all the text instead of one per target: "rank=5" needs no escaping
-    plain = not _NEEDS_ESCAPE("".join(f"{item[4]}{item[5]}" for item in items))
-    text = (lambda value: value) if plain else (lambda value: _escape(str(value)))
-    if labelled:
-        template = f'<rect x="{{:.1f}}" y="{{:.1f}}" width="{{:.1f}}" height="{{:.1f}}" data-set="{{}}" role="button" tabindex="0" aria-label="{{}}"{shared}/>'.format
-        return "".join(template(x, y, w, h, text(data_set), text(label)) for x, y, w, h, data_set, label in items)
-    template = f'<rect x="{{:.1f}}" y="{{:.1f}}" width="{{:.1f}}" height="{{:.1f}}" data-set="{{}}"{shared}/>'.format
-    return "".join(template(x, y, w, h, text(data_set)) for x, y, w, h, data_set, _ in items)
+def hit_areas(items, **attributes):
+    """Clickable rectangles over a drawing, one ``<rect>`` each: ``items`` are
+    ``(x, y, width, height, data_set)`` or ``(x, y, width, height, data_set, label)``.
+    A click (or Enter) applies ``data_set`` ("rank=5", "rank=5,axis=tp") to the figure's
+    state. Items with a label also get ``tabindex="0"``, ``role="button"`` and that
+    ``aria-label``: give labels only when they are few (each is a tab stop); the same
+    states must be reachable through a normal control anyway. Style them with a class
+    (``svg-hit`` is transparent and shows a pointer)."""
+    shared = _attrs(attributes)
+    parts = []
+    for item in items:
+        x, y, w, h, data_set = item[:5]
+        focus = f' tabindex="0" role="button" aria-label="{_escape(item[5])}"' if len(item) > 5 else ""
+        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" data-set="{_escape(data_set)}"{focus}{shared}/>')
+    return "".join(parts)

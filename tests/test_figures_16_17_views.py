@@ -69,7 +69,7 @@ def test_figure_16_default_reproduces_the_article():
     shown = readouts(FIG16.render(FIG16.default_state()))
     assert shown["capacity_per_expert"].value == 320 and shown["capacity_per_expert"].text == "320 tokens"
     assert shown["alltoall_bytes_per_device"].value == 2 * 2 * 8192 * 4096 * 2 == 268_435_456
-    assert fmt.si_bytes(shown["alltoall_bytes_per_device"].value / 2) == "134 MB"
+    assert fmt.data_size(shown["alltoall_bytes_per_device"].value / 2) == "134 MB"
     assert 1 < shown["aux_loss"].value < 1.1 and 0 < shown["dropped_fraction"].value < 0.05
 
 
