@@ -155,9 +155,8 @@ def test_a_template_error_fails_the_build_with_its_location(tmp_path, monkeypatc
         (tmp_path / "static" / name).write_text("/* */")
     monkeypatch.setattr(build, "CONTENT", tmp_path / "content")
     (tmp_path / "content").mkdir()
-    # every built figure must be placed, so place them all
-    figures = "".join(f":::{{figure}} {number}\n:::\n\n" for number in sorted(registry()))
-    (tmp_path / "content" / "01-a.md").write_text("## A {#a}\n\n" + figures)
+    placed = "".join(f":::{{figure}} {number}\n:::\n\n" for number in sorted(registry()))
+    (tmp_path / "content" / "01-a.md").write_text("## A {#a}\n\n" + placed)
     with pytest.raises(build.BuildError, match=r"page\.html:2: template error"):
         build.build(tmp_path / "dist")
 
