@@ -95,3 +95,49 @@ def days(value_s):
 def rate(value, unit):
     """A throughput with a metric prefix: (1.77e5, "tokens/s") -> "177K tokens/s"."""
     return f"{si_count(value)} {unit}"
+def rank_list(ranks):
+    """Ascending ranks as short text that still names every one: "72\u201379",
+    "5, 13, 21, \u2026, 61 (step 8)", or runs "0\u20131, 16\u201317, \u2026, 48\u201349 (4 runs, step 16)";
+    anything else is listed in full."""
+    ranks = list(ranks)
+    if len(ranks) <= 2:
+        return ", ".join(map(str, ranks))
+    run = _progression(ranks)
+    if run:
+        return run
+    # runs of n ranks `step` apart, the runs `stride` apart: n is where the first run breaks
+    step = ranks[1] - ranks[0]
+    n = next(i + 1 for i in range(len(ranks) - 1) if ranks[i + 1] - ranks[i] != step)
+    count, stride = len(ranks) // n, ranks[n] - ranks[0]
+    if step <= 0 or len(ranks) % n or stride <= 0 or ranks != [
+            start + i * step for start in range(ranks[0], ranks[0] + count * stride, stride) for i in range(n)]:
+        return ", ".join(map(str, ranks))
+    runs = [_progression(ranks[k:k + n]) for k in ((0, n, len(ranks) - n) if count > 3 else range(0, len(ranks), n))]
+    runs = [f"({run})" if "," in run else run for run in runs]
+    if count <= 3:
+        return ", ".join(runs)
+    return f"{runs[0]}, {runs[1]}, \u2026, {runs[-1]} ({count} runs, step {stride})"
+
+
+def _progression(ranks):
+    """``ranks`` as one arithmetic progression's text, or None."""
+    if len(ranks) == 1:
+        return str(ranks[0])
+    step = ranks[1] - ranks[0]
+    if step <= 0 or ranks != list(range(ranks[0], ranks[-1] + 1, step)):  # one C-level comparison
+        return None
+    if step == 1:
+        return f"{ranks[0]}\u2013{ranks[-1]}"
+    if len(ranks) <= 4:
+        return ", ".join(map(str, ranks))
+    return f"{ranks[0]}, {ranks[1]}, {ranks[2]}, \u2026, {ranks[-1]} (step {step})"
+
+
+def portable(value):
+    """A readout's raw number as every platform computes it: floats rounded to 10 significant
+    digits. Pyodide's libm (musl) and CPython's (glibc) may differ in the last bits of exp, log,
+    erfc or lgamma, so an unrounded data-value computed in the browser need not equal the one
+    baked at build time; 10 digits is far finer than any model here is accurate."""
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+        return float(f"{value:.10g}")
+    return value

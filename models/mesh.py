@@ -29,6 +29,7 @@ expert tp = tp), encoder/decoder split meshes, hierarchical (intra/inter-node)
 sub-groups, or physical links -- ``node(rank)`` assumes ranks are packed onto
 nodes in order, ``gpus_per_node`` at a time.
 """
+import math
 from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
 
@@ -229,3 +230,96 @@ class Mesh:
         self._check_enumerable("crosses_node")
         g = self.gpus_per_node
         return any(members[0] // g != members[-1] // g for members in self.groups(axis))
+
+
+# ---- the same answers without enumerating the world (for figures: a world of 4,096 ranks in ~1 ms) ----
+
+__all__ += ["group_ranks", "axis_crosses_node", "group_nodes", "nodes_of"]
+
+
+def _block_positions(mesh):
+    """(fast, slow, F, position): ``position(j)`` is the rank offset of index j of the dp x cp block
+    (j = c_fast + F * c_slow, as ``Mesh.expert_coords`` numbers it)."""
+    fast, slow = mesh._block_axes()
+    size, stride_fast, stride_slow = getattr(mesh, fast), mesh.strides[fast], mesh.strides[slow]
+    return fast, slow, size, lambda j: (j % size) * stride_fast + (j // size) * stride_slow
+
+
+def group_ranks(mesh, axis, rank):
+    """Equal to ``mesh.group(axis, rank)``, from strides alone: O(group size) integer arithmetic."""
+    mesh._check_axis(axis)
+    rank = mesh._check_rank(rank)
+    if axis in AXES:
+        stride, size = mesh.strides[axis], getattr(mesh, axis)
+        base = rank - (rank // stride) % size * stride
+        return list(range(base, base + stride * size, stride))
+    fast, slow, size, position = _block_positions(mesh)
+    stride_fast, stride_slow = mesh.strides[fast], mesh.strides[slow]
+    j = (rank // stride_fast) % size + size * ((rank // stride_slow) % getattr(mesh, slow))
+    rest = rank - position(j)
+    if axis == "ep":
+        indices = range(j - j % mesh.ep, j - j % mesh.ep + mesh.ep)
+    else:
+        indices = range(j % mesh.ep, mesh.dp * mesh.cp, mesh.ep)
+    first, step = position(indices[0]), position(indices[1]) - position(indices[0]) if len(indices) > 1 else 1
+    if _evenly_spaced(indices, size, stride_fast, stride_slow):  # the usual case: one range, no loop
+        return list(range(rest + first, rest + first + step * len(indices), step))
+    # position(i), written out: a comprehension, not a call per member (a 4,096-rank group in ~0.3 ms)
+    return sorted([rest + (i % size) * stride_fast + (i // size) * stride_slow for i in indices])
+
+
+def _evenly_spaced(indices, size, stride_fast, stride_slow):
+    """Whether block indices ``indices`` (a range) sit at evenly spaced ranks: all on one value of
+    the slow axis, or stepping whole rows of the fast axis, or spanning rows that lie end to end."""
+    first, last, step = indices[0], indices[-1], indices.step
+    if first // size == last // size:  # one row of the fast axis: spacing step * stride_fast
+        return True
+    if step % size == 0 and first % size == last % size:  # same fast coordinate, whole rows apart
+        return True
+    return step == 1 and first % size == 0 and stride_slow == size * stride_fast  # contiguous rows
+
+
+def group_nodes(mesh, axis, rank):
+    """The nodes (ascending) that hold ``rank``'s group of ``axis``."""
+    return nodes_of(group_ranks(mesh, axis, rank), mesh.gpus_per_node)
+
+
+def nodes_of(ranks, gpus_per_node):
+    """The nodes (ascending) that hold ``ranks`` (ascending), nodes filled in rank order: for evenly
+    spaced ranks at most a node apart, every node from the first's to the last's, without a loop."""
+    g = positive_int("gpus_per_node", gpus_per_node)
+    if len(ranks) > 2:
+        step = ranks[1] - ranks[0]
+        if 0 < step <= g and ranks == list(range(ranks[0], ranks[-1] + 1, step)):
+            return list(range(ranks[0] // g, ranks[-1] // g + 1))
+    return sorted({r // g for r in ranks})
+
+
+def axis_crosses_node(mesh, axis):
+    """Equal to ``mesh.crosses_node(axis)``: some group of ``axis`` has its lowest and highest rank on
+    different nodes (ranks fill nodes in order, so a group touches one node iff those two do). Each
+    group is visited once, by its lowest and highest rank; no group is listed."""
+    mesh._check_axis(axis)
+    g, world = mesh.gpus_per_node, mesh.world_size
+    if mesh.degree(axis) == 1:
+        return False
+    if axis in AXES:
+        # groups start at base = high + low (high a multiple of stride * size, low < stride); whether
+        # one crosses depends only on base mod g, which repeats after g // gcd(period, g) highs and
+        # g lows: those are all the starts to look at
+        stride, size = mesh.strides[axis], getattr(mesh, axis)
+        span, period = stride * (size - 1), stride * size
+        highs = min(world // period, g // math.gcd(period, g))
+        return any(base // g != (base + span) // g
+                   for high in range(0, highs * period, period) for base in range(high, high + min(stride, g)))
+    fast, slow, size, position = _block_positions(mesh)
+    block = mesh.dp * mesh.cp
+    # position() grows with j (the slow axis's stride is at least F times the fast one's), so each
+    # set's lowest and highest rank are those of its first and last block index
+    if axis == "ep":
+        extents = [(position(first), position(first + mesh.ep - 1)) for first in range(0, block, mesh.ep)]
+    else:
+        extents = [(position(e), position(e + block - mesh.ep)) for e in range(mesh.ep)]
+    # the ranks with dp and cp coordinates 0: one per combination of tp and pp coordinates
+    rests = [t * mesh.strides["tp"] + p * mesh.strides["pp"] for t in range(mesh.tp) for p in range(mesh.pp)]
+    return any((rest + low) // g != (rest + high) // g for rest in rests for low, high in extents)

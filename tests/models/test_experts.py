@@ -194,3 +194,213 @@ def test_collapse_step_is_reproducible_and_gradient_pushes_back():
 def test_invalid_inputs_name_the_argument(call, fragment):
     with pytest.raises(ValueError, match=fragment):
         call()
+
+
+# ---- routing in expectation (Figure 16) -----------------------------------------------------------------
+
+from models.experts import (  # noqa: E402
+    expected_collapse, expected_overflow, expected_routing, inclusion_probabilities, router_bias, router_levels,
+)
+
+
+def _exact_overflow(n, p, c):
+    """E[(N - c)+] for N ~ Binomial(n, p), summed over the whole pmf with numpy (log space)."""
+    k = np.arange(n + 1)
+    log_factorial = np.array([math.lgamma(i + 1) for i in range(n + 1)])
+    with np.errstate(divide="ignore"):
+        log_pmf = log_factorial[n] - log_factorial - log_factorial[::-1] + k * np.log(p) + (n - k) * np.log1p(-p)
+    return float(np.sum(np.clip(k - c, 0, None) * np.exp(log_pmf)))
+
+
+@SETTINGS
+@given(st.integers(1, 4000), st.floats(1e-4, 0.999), st.floats(0, 2.5))
+def test_expected_overflow_matches_the_exact_binomial_sum(n, p, ratio):
+    c = min(n, int(ratio * n * p))
+    mean = n * p
+    exact = _exact_overflow(n, p, c)
+    got = expected_overflow(n, p, c)
+    if mean * (1 - p) < 36:  # summed exactly
+        assert got == pytest.approx(exact, rel=1e-9, abs=1e-12 * max(1.0, mean))
+    else:  # normal approximation: documented as under 0.15% of the mean
+        assert abs(got - exact) <= 1.5e-3 * mean
+    assert max(0.0, mean - c) - 1e-9 * mean <= got <= mean + 1e-9
+
+
+def test_expected_overflow_edges():
+    assert expected_overflow(100, 0.0, 0) == 0.0
+    assert expected_overflow(100, 1.0, 30) == 70.0  # every token asks: all but the slots drop
+    assert expected_overflow(100, 0.3, 0) == pytest.approx(30.0)  # no slots: everything drops
+    assert expected_overflow(100, 0.3, 100) == 0.0
+    assert expected_overflow(100, 0.5, 50) == pytest.approx(_exact_overflow(100, 0.5, 50), rel=1e-12)
+
+
+@SETTINGS
+@given(st.lists(st.one_of(st.just(0.0), st.floats(1e-6, 10.0)), min_size=1, max_size=40), st.data())
+def test_inclusion_probabilities_sum_to_k_capped_at_one_and_proportional_below(prob, data):
+    if not sum(prob) > 0:
+        prob = prob[:-1] + [1.0]
+    k = data.draw(st.integers(1, len(prob)))
+    q = inclusion_probabilities(prob, k)
+    assert math.isclose(sum(q), k, rel_tol=1e-9) and all(-1e-12 <= x <= 1 + 1e-12 for x in q)
+    below = [(x, p) for x, p in zip(q, prob) if x < 1 - 1e-12 and p > 0]
+    if below:  # one lambda for every expert not capped
+        scale = below[0][0] / below[0][1]
+        assert all(math.isclose(x, p * scale, rel_tol=1e-9) for x, p in below)
+        assert all(p >= max(p2 for _, p2 in below) * (1 - 1e-12) for x, p in zip(q, prob) if x >= 1 - 1e-12)
+    if k == 1:
+        assert q == pytest.approx([p / sum(prob) for p in prob])
+
+
+def test_expected_routing_matches_sampled_batches_through_apply_capacity():
+    # k = 1: tokens pick expert i with probability P_i; the mean over 1,500 sampled batches of
+    # apply_capacity's drops (and of each expert's requests) agrees with the expectation.
+    prob = [0.3, 0.2, 0.2, 0.1, 0.1, 0.05, 0.03, 0.02]
+    tokens, capacity = 200, expert_capacity(200, 8, 1, 1.25)
+    expected = expected_routing(tokens, prob, 1, capacity)
+    rng = random.Random(7)
+    drops, requests = [], np.zeros(8)
+    for _ in range(1500):
+        choices = [(e,) for e in rng.choices(range(8), weights=prob, k=tokens)]
+        dispatch = apply_capacity(choices, 8, capacity)
+        drops.append(dispatch.dropped)
+        requests += dispatch.counts
+    error = 4 * np.std(drops) / math.sqrt(len(drops))
+    assert abs(np.mean(drops) - expected.dropped_fraction * tokens) < error
+    assert np.allclose(requests / 1500, expected.requests, rtol=0.03)
+
+
+def test_expected_routing_top_k_matches_binomial_sampling():
+    prob = [0.4, 0.15, 0.15, 0.1, 0.1, 0.05, 0.05]
+    tokens, k, capacity = 300, 3, 120
+    expected = expected_routing(tokens, prob, k, capacity)
+    q = np.array(inclusion_probabilities(prob, k))
+    counts = np.random.default_rng(3).binomial(tokens, q, size=(20000, len(q)))
+    dropped = np.clip(counts - capacity, 0, None)
+    standard_error = dropped.std(axis=0) / math.sqrt(len(dropped))
+    assert np.all(np.abs(dropped.mean(axis=0) - expected.dropped) <= 4 * standard_error + 1e-3)
+    assert expected.requests == pytest.approx(list(tokens * q))
+    assert expected.requests[0] == pytest.approx(tokens)  # P = 0.4 > 1/3: every token picks it
+
+
+def test_uniform_router_is_balanced_and_drops_only_from_fluctuations():
+    # The article's example: E = 64, k = 2, 8,192 tokens, capacity factor 1.25: 320 slots per expert.
+    capacity = expert_capacity(8192, 64, 2, 1.25)
+    assert capacity == 320
+    uniform = expected_routing(8192, [1.0] * 64, 2, capacity)
+    assert uniform.balance_loss == pytest.approx(1.0) and uniform.busiest_vs_mean == pytest.approx(1.0)
+    assert uniform.dropped_fraction < 1e-6  # 320 slots is 4 standard deviations above the mean of 256
+    tight = expected_routing(8192, [1.0] * 64, 2, 256)  # capacity factor 1: a fluctuation above 256 drops
+    sigma = math.sqrt(8192 * (2 / 64) * (1 - 2 / 64))
+    assert tight.dropped_fraction == pytest.approx(sigma / math.sqrt(2 * math.pi) / 256, rel=0.02)
+    assert tight.wasted_capacity_fraction == pytest.approx(tight.dropped_fraction)  # E*C = T*k here
+    dropless = expected_routing(8192, [1.0] * 64, 2, None)
+    assert dropless.dropped_fraction == 0 and dropless.wasted_capacity_fraction is None
+
+
+@SETTINGS
+@given(st.integers(2, 64), st.data(), st.floats(0, 3), st.integers(1, 5000))
+def test_expected_routing_invariants(experts, data, skew, tokens):
+    k = data.draw(st.integers(1, min(8, experts)))
+    capacity = data.draw(st.one_of(st.none(), st.integers(0, tokens)))
+    bias = router_bias(experts, skew)
+    top = max(bias)
+    prob = [math.exp(b - top) for b in bias]
+    r = expected_routing(tokens, prob, k, capacity)
+    assert sum(r.requests) == pytest.approx(tokens * k)
+    assert all(-1e-9 <= kept <= (capacity if capacity is not None else tokens) + 1e-9 for kept in r.kept)
+    assert 0 <= r.dropped_fraction <= 1
+    # Switch's loss, unweighted: at least 1 (f and P ordered alike), at most E
+    assert r.balance_loss == pytest.approx(load_balancing_loss(r.fractions, r.router_prob, alpha=1.0))
+    assert 1 - 1e-9 <= r.balance_loss <= experts + 1e-9
+    assert r.busiest_vs_mean >= 1 - 1e-9
+
+
+def test_router_levels_keep_the_favourites_single_and_spread_like_a_normal():
+    for experts in (2, 8, 16):
+        z, level = router_levels(experts)
+        assert len(z) == experts and sorted(level) == list(range(experts)) and level[0] == 0
+    z, level = router_levels(256)
+    sizes = [level.count(l) for l in range(len(z))]
+    assert sizes == [1, 1, 2, 4, 8, 16, 32, 64, 64, 32, 16, 8, 4, 2, 1, 1] and level[0] == 0
+    assert list(z) == sorted(z, reverse=True) and abs(sum(z[l] for l in level)) < 1e-9
+    spread = math.sqrt(sum(z[l] ** 2 for l in level) / 256)
+    assert 0.95 < spread < 1.0  # block means: a little under the normal's 1
+    assert router_bias(256, 0.5)[0] == pytest.approx(0.5 * z[0])
+
+
+def _collapse_per_expert(steps, experts, top_k, skew, alpha, collapse_rate=0.005, lr=25.0, clip=0.5):
+    """The docstring's dynamic, expert by expert, from inclusion_probabilities (an independent path)."""
+    bias = list(router_bias(experts, skew))
+    history = []
+    for _ in range(steps + 1):
+        top = max(bias)
+        weights = [math.exp(b - top) for b in bias]
+        prob = [w / sum(weights) for w in weights]
+        f = [q / top_k for q in inclusion_probabilities(prob, top_k)]
+        loss = sum(a * b for a, b in zip(f, prob))
+        history.append(prob)
+        bias = [b + max(-clip, min(clip, lr * experts * (collapse_rate * (fj - 1 / experts)
+                                                          - alpha * experts * pj * (fj - loss))))
+                for b, fj, pj in zip(bias, f, prob)]
+    return history
+
+
+@pytest.mark.parametrize("experts, top_k, skew, alpha", [(8, 1, 0.3, 0.0), (64, 2, 0.5, 0.01), (256, 8, 1.0, 0.002)])
+def test_collapse_by_level_equals_the_per_expert_dynamic(experts, top_k, skew, alpha):
+    records = expected_collapse(12, experts, top_k, skew=skew, alpha=alpha)
+    for record, prob in zip(records, _collapse_per_expert(12, experts, top_k, skew, alpha)):
+        assert record.router_prob == pytest.approx(prob, rel=1e-9, abs=1e-15)
+        assert record.balance_loss == pytest.approx(
+            load_balancing_loss(record.fractions, record.router_prob, alpha=1.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("experts, top_k", [(8, 1), (64, 2), (256, 8)])
+def test_without_the_balancing_loss_routing_collapses_onto_k_experts(experts, top_k):
+    end = expected_collapse(20, experts, top_k, skew=0.3, alpha=0.0)[-1]
+    assert max(end.fractions) > 0.95 / top_k  # k experts take (nearly) everything
+    assert end.balance_loss > 0.4 * experts / top_k
+
+
+@pytest.mark.parametrize("experts, top_k", [(8, 1), (64, 2), (256, 8)])
+def test_switch_weight_pulls_a_skewed_router_back(experts, top_k):
+    run = expected_collapse(20, experts, top_k, skew=0.3, alpha=0.01)
+    assert run[-1].balance_loss < run[0].balance_loss and run[-1].balance_loss < 1.02
+
+
+def test_near_balance_the_loss_wins_iff_alpha_exceeds_the_collapse_rate():
+    for alpha, grows in ((0.004, True), (0.006, False)):
+        run = expected_collapse(10, 64, 2, skew=0.02, alpha=alpha, collapse_rate=0.005)
+        assert (run[-1].balance_loss > run[0].balance_loss) == grows
+    uniform = expected_collapse(20, 64, 2, skew=0.0, alpha=0.0)
+    assert all(r.balance_loss == pytest.approx(1.0) for r in uniform)  # nothing to amplify
+
+
+def test_collapse_runs_are_cached_prefixes():
+    long = expected_collapse(15, 32, 2, skew=0.4, alpha=0.001)
+    short = expected_collapse(6, 32, 2, skew=0.4, alpha=0.001)
+    assert short == long[:7] and [r.step for r in long] == list(range(16))
+    assert expected_collapse(15, 32, 2, skew=0.4, alpha=0.001) == long
+
+
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (lambda: expected_overflow(-1, 0.5, 1), "tokens"),
+        (lambda: expected_overflow(10, 1.5, 1), "probability"),
+        (lambda: expected_overflow(10, 0.5, -1), "capacity"),
+        (lambda: inclusion_probabilities([0, 0], 1), "router_prob"),
+        (lambda: inclusion_probabilities([1, -1], 1), "router_prob"),
+        (lambda: inclusion_probabilities([1, 1], 3), "top_k"),
+        (lambda: expected_routing(0, [1, 1]), "tokens"),
+        (lambda: expected_routing(8, [1, 1], 1, -2), "capacity"),
+        (lambda: router_bias(0, 1), "experts"),
+        (lambda: router_bias(8, -1), "skew"),
+        (lambda: expected_collapse(-1, 8), "steps"),
+        (lambda: expected_collapse(2, 8, 9), "top_k"),
+        (lambda: expected_collapse(2, 8, alpha=-1), "alpha"),
+        (lambda: expected_collapse(2, 8, lr=0), "lr"),
+    ],
+)
+def test_expected_routing_inputs_name_the_argument(call, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        call()

@@ -185,3 +185,49 @@ def test_crosses_node_matches_brute_force(mesh):
         brute = any(len({m // g for m in grp}) > 1 for grp in mesh.groups(axis))
         assert mesh.crosses_node(axis) == brute
     assert all(mesh.node(r) == r // g for r in range(mesh.world_size))
+
+
+# ---- the stride-only queries Figure 17 uses ------------------------------------------------------------
+
+from models.mesh import axis_crosses_node, group_nodes, group_ranks  # noqa: E402
+
+
+@SETTINGS
+@given(meshes())
+def test_stride_queries_equal_the_enumerating_ones(mesh):
+    g = mesh.gpus_per_node
+    for axis in AXES + ("ep", "edp"):
+        assert axis_crosses_node(mesh, axis) == mesh.crosses_node(axis)
+        for r in range(mesh.world_size):
+            assert group_ranks(mesh, axis, r) == mesh.group(axis, r)
+            assert group_nodes(mesh, axis, r) == sorted({m // g for m in mesh.group(axis, r)})
+
+
+@pytest.mark.parametrize("order", ["tp-cp-dp-pp", "pp-dp-cp-tp", "dp-tp-cp-pp", "cp-dp-tp-pp"])
+@pytest.mark.parametrize("gpus_per_node", [1, 8, 72])
+def test_stride_queries_on_large_power_of_two_meshes(order, gpus_per_node):
+    # the figure's range: powers of two, EP inside DP x CP, up to 4,096 ranks, odd node sizes (NVL72)
+    mesh = Mesh(tp=4, cp=2, dp=16, pp=8, ep=8, order=order, gpus_per_node=gpus_per_node)
+    for axis in AXES + ("ep", "edp"):
+        assert axis_crosses_node(mesh, axis) == mesh.crosses_node(axis)
+        for r in (0, 77, 511, 777, 1023):
+            assert group_ranks(mesh, axis, r) == mesh.group(axis, r)
+
+
+def test_article_rank_77_of_the_512_gpu_mesh():
+    # "Try rank 77 in the 512-GPU example: tp = 5, cp = 0, dp = 1, pp = 1"; ranks 72-79 are node 9 and a TP group
+    mesh = Mesh(tp=8, dp=8, pp=8)
+    assert mesh.coords(77) == {"tp": 5, "cp": 0, "dp": 1, "pp": 1}
+    assert group_ranks(mesh, "tp", 77) == list(range(72, 80)) and group_nodes(mesh, "tp", 77) == [9]
+    assert not axis_crosses_node(mesh, "tp") and axis_crosses_node(mesh, "dp") and axis_crosses_node(mesh, "pp")
+    flipped = Mesh(tp=8, dp=8, pp=8, order="dp-tp-cp-pp")
+    assert axis_crosses_node(flipped, "tp") and not axis_crosses_node(flipped, "dp")
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 500), max_size=40, unique=True), st.integers(1, 80))
+def test_nodes_of_matches_the_set_of_node_indices(ranks, g):
+    from models.mesh import nodes_of
+    ranks = sorted(ranks)
+    assert nodes_of(ranks, g) == sorted({r // g for r in ranks})
+    assert nodes_of(list(range(3, 300, 5)), g) == sorted({r // g for r in range(3, 300, 5)})

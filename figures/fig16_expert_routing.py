@@ -1,0 +1,169 @@
+"""Figure 16: one rank's tokens routed to experts, capacity and drops, the two All-to-Alls, router collapse."""
+import math
+
+from figures import fmt, svg
+from figures.contract import Button, Readout, Select, Slider, View
+from models import experts
+
+NUMBER = 16
+TITLE = "Token routing, capacity, and the two all-to-alls"
+CAPTION = (
+    "One rank's tokens (dots) travel through the dispatch All-to-All to the experts that the router picked, "
+    "k per token. Each expert fills up to its capacity line; the overflow falls through and rides the "
+    "residual; the combine All-to-All brings the results back. Raise the skew to tilt the router, drop the "
+    "balancing weight α to 0 and press Train one step a few times: a few experts swallow the batch."
+)
+
+MAX_STEPS = 20
+POWERS = tuple(2**i for i in range(9))  # 1 .. 256
+CF_OPTIONS = (("1", "1.0"), ("1.1", "1.1"), ("1.25", "1.25"), ("1.5", "1.5"), ("2", "2.0"), ("none", "no limit (dropless)"))
+HIDDEN = (1024, 2048, 4096, 5120, 6144, 7168, 8192, 12288, 16384)
+
+
+def _advance(state):
+    return {**state, "step": min(MAX_STEPS, state["step"] + 1)}
+
+
+CONTROLS = (
+    Slider("T", "Tokens per rank", stops=tuple(2**i for i in range(8, 18)), default=8192, format="{:,}".format),
+    Slider("E", "Experts E", stops=POWERS[1:], default=64),
+    Slider("k", "Experts per token k", min=1, max=8, step=1, default=2),
+    Select("cf", "Capacity factor", CF_OPTIONS, default="1.25"),
+    Slider("skew", "Router skew (bias spread)", stops=(0, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3), default=0.2),
+    Slider("alpha", "Balancing weight α", stops=(0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1), default=0.01),
+    Slider("step", "Training steps", min=0, max=MAX_STEPS, step=1, default=0),
+    Button("advance", "Train one step", press=_advance),
+    Slider("ep", "Expert-parallel ranks EP", stops=POWERS, default=8),
+    Slider("h", "Hidden size h", stops=HIDDEN, default=4096, format="{:,}".format),
+)
+
+
+def constrain(state):
+    """k distinct experts per token and at least one expert per EP rank: k, EP <= E."""
+    return {**state, "k": min(state["k"], state["E"]), "ep": min(state["ep"], state["E"])}
+
+
+WIDTH, MARGIN = 720, 8
+MAX_DRAWN_EXPERTS = 64  # beyond this a column is under 10 px: draw experts 0-63, count them all
+PITCH, DOT = 4, 3  # a token dot and its spacing, px
+MAX_ROWS = 54  # dot rows, kept and dropped
+UNITS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
+TOP = 104  # where the experts' boxes start, below the dispatch fan and the rank labels
+
+
+def _columns(drawn, per_rank):
+    """x of each drawn expert column, its width, and each drawn EP rank's (first column, last column)."""
+    groups = [(g, min(g + per_rank, drawn) - 1) for g in range(0, drawn, per_rank)]
+    pitch = min(48.0, (WIDTH - 2 * MARGIN - 6 * (len(groups) - 1)) / drawn)
+    left = (WIDTH - pitch * drawn - 6 * (len(groups) - 1)) / 2
+    xs = [left + i * pitch + 6 * (i // per_rank) for i in range(drawn)]
+    return xs, pitch - 2, groups
+
+
+def _unit(kept, dropped, capacity, per_row):
+    """Tokens per dot: the smallest round number that keeps every column within MAX_ROWS rows."""
+    tallest, deepest = max(kept + [capacity or 0]), max(dropped)
+    return next((u for u in UNITS if math.ceil(tallest / u / per_row) + math.ceil(deepest / u / per_row) <= MAX_ROWS),
+                UNITS[-1])
+
+
+def _dot_columns(xs, counts, per_row, floor, direction):
+    """Each column's dots, filled row by row, as ``per_row`` vertical dashed segments (a dash per
+    dot: any number of dots is a few segments). Kept dots stack up from ``floor``; dropped ones
+    (direction +1) fall below it, spaced wider and staggered."""
+    items = []
+    for x, n in zip(xs, counts):
+        rows, extra = divmod(n, per_row)
+        for j in range(min(n, per_row)):
+            length = (rows + (j < extra)) * (PITCH if direction < 0 else PITCH + 2)
+            top = floor + 3 + (j % 2) * 2 if direction > 0 else floor
+            items.append((x + 2.5 + j * PITCH, top, x + 2.5 + j * PITCH, top + direction * length))
+    return items
+
+
+def render(state):
+    tokens, count, k, ep = state["T"], state["E"], state["k"], state["ep"]
+    history = experts.expected_collapse(state["step"], count, k, skew=state["skew"], alpha=state["alpha"])
+    capacity = None if state["cf"] == "none" else experts.expert_capacity(tokens, count, k, float(state["cf"]))
+    routing = experts.expected_routing(tokens, history[-1].router_prob, k, capacity)
+    a2a = experts.moe_alltoall_bytes(k, 1, tokens, state["h"], dtype_bytes=2, ep=ep)
+    alpha, p = state["alpha"], fmt.portable  # p: the same last digits in CPython and Pyodide
+    dropped, balance, busiest = p(routing.dropped_fraction), p(routing.balance_loss), p(routing.busiest_vs_mean)
+    wasted = p(routing.wasted_capacity_fraction)
+    per_rank, drawn = count // ep, min(count, MAX_DRAWN_EXPERTS)
+    xs, width, groups = _columns(drawn, per_rank)
+    per_row = max(1, int((width + 1) // PITCH))
+    kept_cols, dropped_cols = list(routing.kept[:drawn]), list(routing.dropped[:drawn])
+    unit = _unit(kept_cols, dropped_cols, capacity, per_row)
+    kept_dots, drop_dots = [round(n / unit) for n in kept_cols], [round(n / unit) for n in dropped_cols]
+    floor = TOP + 14 + math.ceil(max(kept_dots + [(capacity or 0) / unit]) / per_row) * PITCH
+    bottom = floor + 8 + math.ceil(max(drop_dots) / per_row) * (PITCH + 2)
+    centres = [(xs[a] + xs[b] + width) / 2 for a, b in groups]
+    target = bottom + 44
+    parts = [
+        svg.boxes([(xs[a] - 2, TOP, xs[b] + width - xs[a] + 4, floor - TOP) for a, b in groups], class_="svg-lane"),
+        svg.boxes([(WIDTH / 2 - 80, 24, 160, 20), (WIDTH / 2 - 80, target, 160, 20)], class_="svg-lane"),
+        svg.texts([(WIDTH / 2, 38, f"rank 0: {tokens:,} tokens"), (WIDTH / 2, target + 14, "rank 0: outputs combined")],
+                  class_="svg-label", text_anchor="middle"),
+        svg.segments([(WIDTH / 2, 44, c, TOP - 17) for c in centres], class_="stroke-comm", stroke_width=1.2),
+        svg.segments([(c, floor, WIDTH / 2, target) for c in centres], class_="stroke-comm", stroke_width=1.2,
+                     stroke_dasharray="4 3", stroke_opacity=0.6),
+        svg.segments([(xs[a] - 2, floor, xs[b] + width + 2, floor) for a, b in groups], class_="svg-axis"),
+        svg.segments(_dot_columns(xs, kept_dots, per_row, floor, -1), class_="stroke-forward", stroke_width=DOT,
+                     stroke_dasharray=f"{DOT} {PITCH - DOT}"),
+        svg.segments(_dot_columns(xs, drop_dots, per_row, floor, +1), class_="stroke-warn", stroke_width=DOT,
+                     stroke_dasharray=f"{DOT} {PITCH + 2 - DOT}"),
+    ]
+    if capacity is not None:
+        line = floor - capacity / unit / per_row * PITCH
+        parts.append(svg.segments([(x - 1, line, x + width + 1, line) for x in xs], class_="stroke-hbm",
+                                  stroke_width=1.5, stroke_dasharray="3 2"))
+    a2a_text = (f"dispatch All-to-All: {fmt.data_size(a2a.per_direction_bytes)} per device" if ep > 1
+                else "EP = 1: every expert is on this rank, no All-to-All leaves it")
+    stride = max(1, math.ceil(len(groups) / 12))
+    labels = [(centres[g], TOP - 4, f"rank {g}" if len(groups) <= 12 else g) for g in range(0, len(groups), stride)]
+    parts += [
+        svg.texts(labels, class_="svg-label-soft", text_anchor="middle"),
+        svg.texts([(MARGIN, 14, f"1 dot = {unit:,} token{'s' if unit > 1 else ''} (expected per batch)"
+                    + (f"; dashed line: {capacity:,} slots per expert" if capacity is not None else "")),
+                   (MARGIN, 64, a2a_text),
+                   (MARGIN, target - 8, "combine All-to-All: the same bytes back" if ep > 1 else "")],
+                  class_="svg-label-soft"),
+        svg.texts([(WIDTH - MARGIN, 14, f"step {state['step']}: E\u00b7\u03a3fP = {fmt.decimal(balance)}"),
+                   (WIDTH - MARGIN, bottom + 2 if max(drop_dots) else floor + 14,
+                    f"dropped {fmt.percent(dropped)}" if capacity else "no limit: nothing dropped")],
+                  class_="svg-label-soft", text_anchor="end"),
+    ]
+    drawing = svg.document(WIDTH, target + 24, parts, label=(
+        f"Tokens of one rank routed top-{k} to {count} experts on {ep} expert-parallel ranks, with the overflow "
+        "above each expert's capacity falling below it"))
+    held = "EP rank 0" if len(groups) == 1 else f"EP ranks 0\u2013{len(groups) - 1}"
+    note = (f"Drawn: experts 0\u2013{drawn - 1} of {count} (on {held} of {ep}); the readouts count every expert."
+            if drawn < count else "")
+    readouts = (
+        Readout("capacity_per_expert", "capacity per expert",
+                f"{capacity:,} tokens" if capacity is not None else "no limit", capacity),
+        Readout("dropped_fraction", "tokens dropped", fmt.percent(dropped, 2), dropped, "warn"),
+        Readout("alltoall_bytes_per_device", "All-to-All bytes per device (dispatch + combine, forward, bf16)",
+                fmt.data_size(a2a.forward_bytes), a2a.forward_bytes, "comm"),
+        Readout("alltoall_off_rank_bytes", "of which leave the rank", fmt.data_size(2 * a2a.off_rank_bytes_per_direction),
+                2 * a2a.off_rank_bytes_per_direction),
+        Readout("aux_loss", "balancing loss E\u00b7\u03a3f\u1d62P\u1d62",
+                f"{balance:.3f}" if balance < 10 else f"{balance:.1f}", balance),
+        Readout("weighted_aux_loss", f"as trained, \u03b1 = {fmt.decimal(alpha, 3)}", f"{alpha * balance:.4g}",
+                p(alpha * balance)),
+        Readout("busiest_vs_mean", "busiest expert's load vs the average", f"{busiest:.2f}\u00d7", busiest),
+        Readout("wasted_capacity", "empty expert slots", fmt.percent(wasted) if capacity else "none (no fixed slots)",
+                wasted, "hbm"),
+        Readout("unit_tokens", "tokens per dot", f"{unit:,}", unit, "forward"),
+    )
+    alt = (
+        f"{tokens:,} tokens on rank 0, each sent to its top {k} of {count} experts spread over {ep} ranks. "
+        + (f"Each expert has {capacity:,} slots; on average {fmt.percent(dropped, 2)} of the "
+           f"{tokens * k:,} assignments overflow and are dropped" if capacity is not None else
+           "No capacity limit: nothing is dropped")
+        + f". The busiest expert gets {busiest:.2f} times the average load; balancing loss "
+        f"E times sum of f times P = {fmt.decimal(balance, 3)} after {state['step']} training steps "
+        f"(alpha {fmt.decimal(alpha, 3)}). Each All-to-All moves {fmt.data_size(a2a.per_direction_bytes)} per device."
+    )
+    return View(svg=drawing, readouts=readouts, note=note, alt=alt)

@@ -1,0 +1,251 @@
+"""Figures 16 (expert routing) and 17 (device mesh): readouts equal models/ at several states, the
+defaults reproduce the article's numbers, and the drawings show what the models say."""
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from figures import fmt, registry
+from models import experts
+from models.mesh import GROUP_AXES, Mesh, axis_crosses_node, group_ranks
+
+SVG = "{http://www.w3.org/2000/svg}"
+FIG16, FIG17 = registry()[16], registry()[17]
+
+
+def readouts(view):
+    return {r.key: r for r in view.readouts}
+
+
+def paths(view, cls):
+    """The ``d`` of every path whose class is ``cls``."""
+    return [p.get("d") for p in ET.fromstring(view.svg).iter(f"{SVG}path") if p.get("class") == cls]
+
+
+def segments(d):
+    return [tuple(map(float, m)) for m in re.findall(r"M([\d.]+) ([\d.]+)L([\d.]+) ([\d.]+)", d)]
+
+
+# ---- Figure 16 ------------------------------------------------------------------------------------------
+
+def model16(state):
+    """What models/ says for a Figure 16 state, computed here without the figure."""
+    history = experts.expected_collapse(state["step"], state["E"], state["k"], skew=state["skew"], alpha=state["alpha"])
+    capacity = None if state["cf"] == "none" else experts.expert_capacity(state["T"], state["E"], state["k"], float(state["cf"]))
+    routing = experts.expected_routing(state["T"], history[-1].router_prob, state["k"], capacity)
+    a2a = experts.moe_alltoall_bytes(state["k"], 1, state["T"], state["h"], dtype_bytes=2, ep=state["ep"])
+    return capacity, routing, a2a
+
+
+STATES16 = [
+    {},
+    {"T": 131072, "E": 256, "k": 8, "cf": "1", "skew": 1, "ep": 32, "h": 7168},
+    {"T": 512, "E": 8, "k": 1, "cf": "none", "skew": 0.5, "alpha": 0, "step": 20, "ep": 8, "h": 1024},
+    {"E": 16, "k": 2, "cf": "1.1", "skew": 0.3, "alpha": 0.001, "step": 12, "ep": 4},
+]
+
+
+@pytest.mark.parametrize("raw", STATES16)
+def test_figure_16_readouts_are_the_models_numbers(raw):
+    state = FIG16.validate_state(raw)
+    capacity, routing, a2a = model16(state)
+    shown = readouts(FIG16.render(state))
+    same = fmt.portable  # readouts carry 10 significant digits: the same in CPython and Pyodide
+    assert shown["capacity_per_expert"].value == capacity
+    assert shown["dropped_fraction"].value == same(routing.dropped_fraction)
+    assert shown["alltoall_bytes_per_device"].value == a2a.forward_bytes == 2 * a2a.per_direction_bytes
+    assert shown["aux_loss"].value == same(routing.balance_loss)
+    assert shown["aux_loss"].value == pytest.approx(
+        experts.load_balancing_loss(routing.fractions, routing.router_prob, alpha=1.0))
+    assert shown["weighted_aux_loss"].value == same(state["alpha"] * same(routing.balance_loss))
+    assert shown["alltoall_off_rank_bytes"].value == 2 * a2a.off_rank_bytes_per_direction
+    assert shown["busiest_vs_mean"].value == same(routing.busiest_vs_mean)
+    assert shown["wasted_capacity"].value == same(routing.wasted_capacity_fraction)
+
+
+def test_figure_16_default_reproduces_the_article():
+    # "E = 64, k = 2, 8,192 tokens, capacity factor 1.25: 320 slots"; "8192 local tokens, h = 4096,
+    # top-2 in bf16: about 134 MB per All-to-All" (two of them in the forward pass)
+    shown = readouts(FIG16.render(FIG16.default_state()))
+    assert shown["capacity_per_expert"].value == 320 and shown["capacity_per_expert"].text == "320 tokens"
+    assert shown["alltoall_bytes_per_device"].value == 2 * 2 * 8192 * 4096 * 2 == 268_435_456
+    assert fmt.data_size(shown["alltoall_bytes_per_device"].value / 2) == "134 MB"
+    assert 1 < shown["aux_loss"].value < 1.1 and 0 < shown["dropped_fraction"].value < 0.05
+
+
+def _column_dots(view, cls, pitch):
+    """Dots per column of a dot path: each vertical dashed segment holds length / pitch dots."""
+    per_x = {}
+    for x1, y1, x2, y2 in segments(paths(view, cls)[0]):
+        per_x[x1] = per_x.get(x1, 0) + round(abs(y2 - y1) / pitch)
+    return sum(per_x.values())
+
+
+@pytest.mark.parametrize("raw", STATES16)
+def test_figure_16_draws_the_expected_tokens_kept_and_dropped(raw):
+    state = FIG16.validate_state(raw)
+    capacity, routing, _ = model16(state)
+    view = FIG16.render(state)
+    unit = readouts(view)["unit_tokens"].value
+    drawn = min(state["E"], 64)
+    assert _column_dots(view, "stroke-forward", 4) == sum(round(n / unit) for n in routing.kept[:drawn])
+    assert _column_dots(view, "stroke-warn", 6) == sum(round(n / unit) for n in routing.dropped[:drawn])
+    lines = paths(view, "stroke-hbm")
+    if capacity is None:
+        assert not lines and routing.dropped_fraction == 0
+    else:  # one dashed capacity line per drawn expert, all at one height
+        capacity_lines = segments(lines[0])
+        assert len(capacity_lines) == drawn and len({y for _, y, _, _ in capacity_lines}) == 1
+    fans = [segments(d) for d in paths(view, "stroke-comm")]
+    ranks_drawn = -(-drawn // (state["E"] // state["ep"]))
+    assert [len(f) for f in fans] == [ranks_drawn, ranks_drawn]  # dispatch and combine, one line per EP rank
+    assert ("of 256" in view.note) == (state["E"] > 64)
+
+
+def test_figure_16_collapse_piles_tokens_onto_k_experts_and_the_button_steps():
+    state = FIG16.validate_state({"alpha": 0, "skew": 0.3})
+    before = readouts(FIG16.render(state))
+    for _ in range(20):
+        state = FIG16.press("advance", state)
+    assert state["step"] == 20 and FIG16.press("advance", state)["step"] == 20  # the slider's end
+    after = readouts(FIG16.render(state))
+    assert after["aux_loss"].value > 20 * before["aux_loss"].value
+    assert after["dropped_fraction"].value > 0.9 and after["busiest_vs_mean"].value > 30
+
+
+def test_figure_16_constraints_and_no_dead_alpha():
+    assert FIG16.validate_state({"E": 4, "k": 8, "ep": 64}) | {} == {**FIG16.default_state(), "E": 4, "k": 4, "ep": 4}
+    # alpha moves the weighted loss even before any step
+    base = readouts(FIG16.render(FIG16.default_state()))
+    moved = readouts(FIG16.render(FIG16.validate_state({"alpha": 0.1})))
+    assert moved["weighted_aux_loss"].value == pytest.approx(10 * base["weighted_aux_loss"].value)
+
+
+# ---- Figure 17 ------------------------------------------------------------------------------------------
+
+STATES17 = [
+    {},
+    {"order": "dp-tp-cp-pp"},
+    {"tp": 4, "cp": 2, "dp": 16, "pp": 4, "ep": 8, "gpus": 72, "rank": 300, "axis": "ep", "order": "cp-dp-tp-pp"},
+    {"tp": 8, "cp": 1, "dp": 64, "pp": 8, "ep": 16, "gpus": 8, "rank": 3001, "axis": "edp"},
+    {"tp": 1, "cp": 1, "dp": 4096, "pp": 1, "ep": 4096, "gpus": 4, "rank": 4095, "axis": "dp"},
+    {"tp": 1, "cp": 2, "dp": 256, "pp": 1, "ep": 512, "gpus": 4, "rank": 301, "axis": "cp", "order": "dp-cp-tp-pp"},
+]
+
+
+def mesh17(state):
+    return Mesh(dp=state["dp"], tp=state["tp"], pp=state["pp"], cp=state["cp"], ep=state["ep"],
+                order=state["order"], gpus_per_node=state["gpus"])
+
+
+@pytest.mark.parametrize("raw", STATES17)
+def test_figure_17_readouts_are_the_models_numbers(raw):
+    state = FIG17.validate_state(raw)
+    mesh = mesh17(state)
+    view = FIG17.render(state)
+    shown = readouts(view)
+    coords = mesh.coords(state["rank"])
+    for axis in ("tp", "cp", "dp", "pp"):
+        assert shown[f"coord_{axis}"].value == coords[axis]
+    assert shown["coord_ep"].value == mesh.expert_coords(state["rank"])["ep"]
+    assert shown["group_size"].value == len(mesh.group(state["axis"], state["rank"])) == mesh.degree(state["axis"])
+    if mesh.world_size <= 512:  # the enumerating model, where it is cheap enough to ask
+        assert shown["crosses_node"].value == int(mesh.crosses_node(state["axis"]))
+    assert shown["crosses_node"].value == int(axis_crosses_node(mesh, state["axis"]))
+    assert shown["world_size"].value == mesh.world_size == state["tp"] * state["cp"] * state["dp"] * state["pp"]
+    assert shown["node"].value == mesh.node(state["rank"])
+    # every group of the chosen rank is in the table, named in full
+    for axis in GROUP_AXES:
+        assert fmt.rank_list(group_ranks(mesh, axis, state["rank"])).replace("\u2026", "&#8230;").replace(
+            "\u2013", "&#8211;") in view.html
+    assert fmt.rank_list(mesh.group(state["axis"], state["rank"])) in view.alt
+
+
+def test_figure_17_default_is_the_articles_rank_77():
+    shown = readouts(FIG17.render(FIG17.default_state()))
+    assert [shown[f"coord_{a}"].value for a in ("tp", "cp", "dp", "pp")] == [5, 0, 1, 1]
+    assert shown["world_size"].value == 512 and shown["group_size"].value == 8
+    assert shown["crosses_node"].value == 0 and shown["node"].value == 9  # ranks 72-79: one node, one TP group
+
+
+def test_figure_17_flags_tensor_parallel_groups_that_leave_their_node():
+    for raw, flagged in (({}, False), ({"order": "dp-tp-cp-pp"}, True), ({"tp": 16}, True), ({"tp": 16, "gpus": 16}, False)):
+        view = FIG17.render(FIG17.validate_state(raw))
+        assert ("Flagged" in view.note) == flagged, raw
+
+
+@pytest.mark.parametrize("raw", STATES17)
+def test_figure_17_draws_the_group_and_a_target_per_rank(raw):
+    state = FIG17.validate_state(raw)
+    mesh = mesh17(state)
+    view = FIG17.render(state)
+    root = ET.fromstring(view.svg)
+    targets = [r.get("data-set") for r in root.iter(f"{SVG}rect")]
+    ranks = [int(t.split("=")[1]) for t in targets]
+    assert len(set(ranks)) == len(ranks) and all(0 <= r < mesh.world_size for r in ranks) and state["rank"] in ranks
+    colour = {"edp": "dp"}.get(state["axis"], state["axis"])
+    [fill] = [p for p in root.iter(f"{SVG}path") if p.get("class") == f"stroke-{colour}" and p.get("stroke-width") != "2.5"]
+    size, gap = map(float, fill.get("stroke-dasharray").split())  # a run of squares: one dashed segment
+    filled = sum(round((x2 - x1 + gap) / (size + gap)) for x1, _, x2, _ in segments(fill.get("d")))
+    group = mesh.group(state["axis"], state["rank"])
+    if mesh.world_size <= 512:
+        assert sorted(ranks) == list(range(mesh.world_size))
+        assert filled == len(group)
+        assert all(r.get("role") == "button" for r in root.iter(f"{SVG}rect")) == (mesh.world_size <= 64)
+    else:  # a readable subset: the nodes of the chosen rank's groups, and the note says so
+        assert len(ranks) <= 256 and filled == len(set(group) & set(ranks)) and "drawn are the" in view.note
+    # links: every pair of group neighbours that are both drawn, and nothing else
+    corner = {(float(r.get("x")), float(r.get("y"))): int(r.get("data-set").split("=")[1]) for r in root.iter(f"{SVG}rect")}
+    half = (size + gap) / 2 - 1
+    at = {(round(x + half, 2), round(y + half, 2)): r for (x, y), r in corner.items()}
+    members, linked = set(group), set()
+    for d in paths(view, "stroke-intra") + paths(view, "stroke-inter"):
+        for x1, y1, x2, y2 in segments(d):
+            a, b = at[(x1, y1)], at[(x2, y2)]
+            if all(r in members for r in range(a, b + 1)):  # along a run of consecutive ranks
+                linked |= {(r, r + 1) for r in range(a, b)}
+            else:
+                linked.add((a, b))
+    drawn = set(ranks)
+    assert linked == {(a, b) for a, b in zip(group, group[1:]) if a in drawn and b in drawn}
+
+
+def test_figure_17_constraints():
+    state = FIG17.validate_state({"tp": 64, "cp": 64, "dp": 4096, "pp": 128, "ep": 4096, "rank": 4095})
+    assert state["tp"] * state["cp"] * state["dp"] * state["pp"] <= 4096
+    assert state["dp"] * state["cp"] % state["ep"] == 0 and state["rank"] < 4096
+    small = FIG17.validate_state({"tp": 2, "cp": 1, "dp": 2, "pp": 1, "ep": 64, "rank": 4000})
+    assert small["ep"] == 2 and small["rank"] == 3
+    assert len(FIG17.control("order").values) == 24
+
+
+@pytest.mark.parametrize("ranks", [
+    [77], [72, 73, 74, 75, 76, 77, 78, 79], list(range(5, 64, 8)), [0, 1, 16, 17, 32, 33, 48, 49],
+    [0, 2, 8, 10, 16, 18, 24, 26], [3, 9, 10], list(range(0, 4096, 8)),
+])
+def test_rank_lists_name_every_rank(ranks):
+    assert _expand(fmt.rank_list(ranks)) == ranks
+
+
+def _expand(text):
+    """Read fmt.rank_list's text back into ranks."""
+    def run(part):
+        part = part.strip("() ")
+        if "\u2013" in part:
+            a, b = map(int, part.split("\u2013"))
+            return list(range(a, b + 1))
+        if "\u2026" in part:
+            head, tail = part.split("\u2026")
+            first = [int(x) for x in head.strip(", ").split(",")]
+            last = int(tail.split("(")[0].strip(" ,"))
+            return list(range(first[0], last + 1, first[1] - first[0]))
+        return [int(x) for x in part.split(",")]
+    runs_match = re.match(r"(.*), \u2026, (.*) \((\d+) runs, step (\d+)\)$", text)
+    if runs_match:
+        firsts = re.findall(r"\([^)]*\)|[^,]+\u2013[^,]+", runs_match.group(1))
+        shape = run(firsts[0])
+        count, step = int(runs_match.group(3)), int(runs_match.group(4))
+        return [s + i * step for i in range(count) for s in shape]
+    if "\u2026" in text:
+        return run(text)
+    return [r for part in re.findall(r"\([^)]*\)|[^,]+", text) for r in run(part)]
