@@ -105,7 +105,7 @@ def render(state):
                   class_="svg-label" if not hang else "svg-label-soft"),
     ]
     label = f"{nodes} nodes of {gpus} GPUs: {world} ranks around a rendezvous store; rank {rank} and its groups highlighted"
-    drawing = svg.document(WIDTH, bottom + 24 + 18 * len(lines), parts, label=label, class_="svg-min")
+    drawing = svg.document(WIDTH, bottom + 24 + 18 * len(lines), parts, label=label)
     readouts = (
         Readout("world_size", "world size", f"{world} ranks", world),
         Readout("node", f"rank {rank} runs on", f"node {node}", node),

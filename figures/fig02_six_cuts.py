@@ -92,8 +92,7 @@ def render(state):
     parts.append(svg.hit_areas(((x, y, PANEL_W, PANEL_H, f"cut={cut}", f"show the {cuts.CUT_LABELS[cut]} cut")
                                 for cut, (x, y) in corner.items()), class_="svg-hit"))
     drawing = svg.document(3 * PANEL_W + 2 * GAP, 2 * PANEL_H + GAP, parts,
-                           label=f"One training step cut six ways at degree {d}; the {cuts.CUT_LABELS[chosen]} cut is chosen",
-                           class_="svg-min")
+                           label=f"One training step cut six ways at degree {d}; the {cuts.CUT_LABELS[chosen]} cut is chosen")
     step, card = steps[chosen], strategies.card(cuts.CARD_KEYS[chosen])
     readouts = (
         Readout("model_state_bytes_per_device", "model state per device", fmt.gigabytes(step.model_state_bytes),

@@ -177,8 +177,7 @@ def render(state):
     upper, bottom = _step_through(sim, step, 0)
     lower, height = _cost_panel(state, split, bottom + 10)
     drawing = svg.document(WIDTH, height, upper + lower,
-                           label=f"{LABEL[state['op']]} step-through over {sim.ranks} ranks and its alpha-beta cost",
-                           class_="svg-min")
+                           label=f"{LABEL[state['op']]} step-through over {sim.ranks} ranks and its alpha-beta cost")
     notes = []
     if N > DRAWN:
         notes.append(f"The step-through draws {DRAWN} ranks; at N = {N} the same algorithm takes {split.steps} steps.")

@@ -102,7 +102,7 @@ def render(state):
     step, other = runs[state["prefetch"]], runs[not state["prefetch"]]
     label = (f"Two FSDP timelines of {state['units']} units, {fmt.decimal(state['compute_ms'])} ms forward compute and "
              f"{fmt.decimal(state['gather_ms'])} ms AllGather per unit")
-    drawing = svg.document(WIDTH, axis_y + 38, parts, label=label, class_="svg-scroll")
+    drawing = svg.document(WIDTH, axis_y + 38, parts, label=label)
     units_text = lambda n: f"{n} unit" if n == 1 else f"{n} units"
     readouts = (
         Readout("step_time_s", "step time", fmt.duration(step.step_time_s), step.step_time_s),

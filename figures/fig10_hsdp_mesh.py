@@ -147,7 +147,7 @@ def render(state):
     trade, height = _trade(state, bottom + 6)
     label = (f"HSDP mesh of {fmt.gpus(state['N'])}: {step.replicas} replicas of shard groups of {fmt.gpus(state['shard'])}, "
              f"nodes of {state['gpus']}")
-    drawing = svg.document(WIDTH, height, mesh + trade, label=label, class_="svg-scroll")
+    drawing = svg.document(WIDTH, height, mesh + trade, label=label)
     gb = lambda b: fmt.gigabytes(b)
     crosses = 1 if step.shard_fabric == hsdp.INTER_NODE else 0
     readouts = (

@@ -116,8 +116,7 @@ def render(state):
     parts.append(svg.texts(labelled[1:], class_="svg-label-soft", text_anchor="middle"))
     parts.append(svg.text(X1, y + 16, f"step {fmt.duration(step.step_time_s)}", class_="svg-label-soft", text_anchor="end"))
     degrees = _degrees(lay)
-    drawing = svg.document(WIDTH, y + 22, parts, label=f"Timeline of one training step with {degrees}",
-                           class_="drawing-scroll")
+    drawing = svg.document(WIDTH, y + 22, parts, label=f"Timeline of one training step with {degrees}")
     readouts = [
         Readout("step_time_s", "step time", fmt.duration(step.step_time_s), step.step_time_s),
         Readout("exposed_comm_s", "communication the compute waits for", fmt.duration(step.exposed_comm_s),

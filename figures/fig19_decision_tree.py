@@ -151,7 +151,7 @@ def render(state):
         parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if on], class_=css))
         parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if not on], class_=css + " svg-dim"))
     drawing = svg.document(WIDTH, y + BOX_H + 6, parts, label="Decision tree: five questions asked in order on one GPU, "
-                           "each with a fix on its no branch", class_="drawing-scroll")
+                           "each with a fix on its no branch")
     title, detail = _fix_text(r)
     readouts = (
         Readout("first_bottleneck", "fails first", BOTTLENECK[r.first_bottleneck], r.first_bottleneck),

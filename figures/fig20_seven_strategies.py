@@ -180,8 +180,7 @@ def render(state):
         moving, held = pf.moving_bytes, pf.held_fraction
         moving_label, held_label = f"on the wire now, {NAMES[focus]}", f"share one device holds, {NAMES[focus]}"
         alt_panels = " ".join(_detail(pf)).rstrip(".")
-    drawing = svg.document(WIDTH, height, parts, label=f"Seven strategies on {state['devices']} devices: {frame_text}",
-                           class_="drawing-scroll")
+    drawing = svg.document(WIDTH, height, parts, label=f"Seven strategies on {state['devices']} devices: {frame_text}")
     readouts = (
         Readout("phase_name", "frame", FRAME_LABEL[frame.index], frame.phase),
         Readout("moving_bytes", moving_label, fmt.data_size(moving), moving, "comm"),

@@ -161,7 +161,7 @@ def render(state):
     panel, height = _write_panel(state, bottom + 14)
     label = (f"A tensor of {state['rows']} rows saved by {state['src']} ranks ({state['mode']}) and reloaded by "
              f"{state['dst']}; write time against the number of writing ranks")
-    drawing = svg.document(WIDTH, height, geometry + panel, label=label, class_="svg-scroll")
+    drawing = svg.document(WIDTH, height, geometry + panel, label=label)
     if verdict.loadable:  # one read per overlap of an old and a new shard (whole rows are contiguous)
         plan = _plan(state["rows"], saved.files, loaded.files)
         total, most = sum(map(len, plan)), max(map(len, plan))

@@ -95,7 +95,7 @@ def render(state):
         svg.text(x + 5 if x < right - 60 else x - 5, H - BOTTOM - 6, f"N = {fmt.count(state['N'])}", class_="svg-label",
                  text_anchor="start" if x < right - 60 else "end"),
     ]
-    drawing = svg.document(W, H, parts, label=f"Scaling efficiency against world size; the reader's N = {state['N']}", class_="svg-wide")
+    drawing = svg.document(W, H, parts, label=f"Scaling efficiency against world size; the reader's N = {state['N']}")
     batch = fmt.count(here.weak_global_batch)
     readouts = (
         Readout("strong_efficiency", "Strong scaling", fmt.percent(now["strong_efficiency"]), now["strong_efficiency"], "comm"),

@@ -92,7 +92,7 @@ def render(state):
         parts += [svg.segments([(x(when), TOP - 8, x(when), BOTTOM)], class_=style, stroke_width=2),
                   svg.text(x(when), TOP - 12, name, class_="svg-label", text_anchor="middle")]
     parts += _graph(t, waits)
-    drawing = svg.document(W, BOTTOM + 48, parts, label=f"Four ranks on a timeline: {t.scenario.title}", class_="svg-wide")
+    drawing = svg.document(W, BOTTOM + 48, parts, label=f"Four ranks on a timeline: {t.scenario.title}")
     return View(svg=drawing, readouts=_readouts(t), alt=_alt(t, waits), html=_dump(t, end),
                 note=t.scenario.description.replace("`", ""))
 

@@ -71,7 +71,7 @@ def render(state):
         parts += [svg.circles([(px(step.shown_times_s[0]), HIST_BOTTOM - 18, 5)], class_="fill-warn"),
                   _label(px(step.shown_times_s[0]), HIST_BOTTOM - 30, f"bad card (+{fmt.percent(bad, 0)})")]
     parts += _tax_panel(n, cv, bad, tax)
-    drawing = svg.document(W, TAX_BOTTOM + 40, parts, label=f"Per-rank step times of {n} ranks and the straggler tax against N", class_="svg-wide")
+    drawing = svg.document(W, TAX_BOTTOM + 40, parts, label=f"Per-rank step times of {n} ranks and the straggler tax against N")
     readouts = (
         Readout("expected_max_over_mean", "E[slowest] / μ, exact", fmt.decimal(exact, 4), exact),
         Readout("asymptotic_over_mean", "1 + cv√(2 ln N)", fmt.decimal(rule, 4), rule),

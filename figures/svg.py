@@ -40,15 +40,22 @@ def _attribute_text(items):
     return "".join(parts)
 
 
-def document(width, height, body, *, label, class_=None):
+LABEL_PX_MIN = 11  # no label on the page is drawn smaller (figure-checklist.md item 6)
+COMPACT_LABEL = 14.5  # label size in "svg-compact" drawings (playbook.css), narrow enough for a phone
+
+
+def document(width, height, body, *, label, class_=None, smallest_label=11):
     """A complete, accessible ``<svg>`` scaled by its viewBox: it fills the figure's width
-    but is never drawn smaller than its viewBox (``min-width``), so 11-unit labels stay
-    at least 11 px; where the column is narrower, the figure scrolls sideways."""
+    but is never drawn so small that its ``smallest_label`` (in drawing units) falls below
+    11 px (``min-width``); where the column is narrower, the figure scrolls sideways."""
     body = "".join(body)
     role = "group" if ' tabindex="' in body else "img"  # an image may not hold controls (hit_areas)
+    if class_ and "svg-compact" in class_.split():
+        smallest_label = max(smallest_label, COMPACT_LABEL)
+    min_width = decimal(float(width) * LABEL_PX_MIN / smallest_label)
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {decimal(float(width))} {decimal(float(height))}"'
-        f' role="{role}" style="min-width:{decimal(float(width))}px"{_attrs({"aria-label": label, "class": class_})}>'
+        f' role="{role}" style="min-width:{min_width}px"{_attrs({"aria-label": label, "class": class_})}>'
         f"<title>{_escape(label)}</title>{body}</svg>"
     )
 
