@@ -87,24 +87,43 @@ _NUMERAL_ADVANCE = 6  # grid units from one digit to the next
 
 
 @lru_cache(maxsize=None)
+def _glyph(digit, height):
+    """One digit's strokes as relative path commands: ``(start, body, end)``, where
+    ``start`` is the first stroke's first point and ``end`` where the pen stops, both
+    from the digit's cell origin, and ``body`` draws every stroke from ``start`` on.
+    Ten glyphs per height: a number is then a few moves between them."""
+    unit = height / 6
+    pen_x = pen_y = None
+    body = []
+    for stroke in _NUMERAL_STROKES[digit]:
+        moves = []
+        for point in range(0, len(stroke), 2):
+            x, y = stroke[point] * unit, (stroke[point + 1] - 3) * unit
+            if pen_x is None:
+                start = (x, y)
+            else:
+                moves += (x - pen_x, y - pen_y)
+            pen_x, pen_y = x, y
+        body.append(moves)
+    # the first stroke's first point is reached by the caller's move; later strokes open with "m"
+    text = "l" + _coordinates(body[0]) + "".join(f"m{_coordinates(m[:2])}l{_coordinates(m[2:])}" for m in body[1:])
+    return start, text, (pen_x, pen_y)
+
+
+@lru_cache(maxsize=None)
 def _numeral_path(number, height):
     """Relative path commands drawing ``number`` centred on the current point. At the
     default height one grid unit is one pixel, so the commands hold small integers."""
     text = str(int(number))
     unit = height / 6
-    left = -(len(text) * _NUMERAL_ADVANCE - 2) / 2
+    left = -(len(text) * _NUMERAL_ADVANCE - 2) / 2 * unit
     pen_x = pen_y = 0.0
     commands = []
     for index, digit in enumerate(text):
-        for stroke in _NUMERAL_STROKES[digit]:
-            moves = []
-            for point in range(0, len(stroke), 2):
-                x = (left + index * _NUMERAL_ADVANCE + stroke[point]) * unit
-                y = (stroke[point + 1] - 3) * unit
-                moves += (x - pen_x, y - pen_y)
-                pen_x, pen_y = x, y
-            # "m" to the stroke's start, then one "l" whose coordinate pairs repeat it
-            commands.append(f"m{_coordinates(moves[:2])}l{_coordinates(moves[2:])}")
+        (start_x, start_y), body, (end_x, end_y) = _glyph(digit, height)
+        origin = left + index * _NUMERAL_ADVANCE * unit
+        commands.append(f"m{_coordinates((origin + start_x - pen_x, start_y - pen_y))}{body}")
+        pen_x, pen_y = origin + end_x, end_y
     return "".join(commands)
 
 
