@@ -80,8 +80,13 @@ MOVE = """async ([selector, value]) => {
   await painted;
   figure.getBoundingClientRect();
   const elapsed = performance.now() - t0;
+  // playbook.js marks each answer's arrival and the start of the frame callback that
+  // paints it: the time between is the wait for the next animation frame
+  const last = name => { const marks = performance.getEntriesByName(name); return marks.length ? marks[marks.length - 1].startTime : 0; };
+  const frameWait = Math.max(0, last('playbook:paint') - last('playbook:answer'));
+  performance.clearMarks();
   await new Promise(resolve => setTimeout(resolve, 0));
-  return [elapsed, Math.max(0, ...window.__bench.long.slice(longest).map(e => e[1]))];
+  return [elapsed, Math.max(0, ...window.__bench.long.slice(longest).map(e => e[1])), elapsed - frameWait];
 }"""
 
 
@@ -171,7 +176,7 @@ def drag_moves(figure, moves):
     return sequence[:moves]
 
 
-def measure_moves(browser, base, moves, pattern, settle_ms, pause_ms=0):
+def measure_moves(browser, base, moves, pattern, settle_ms, pause_ms=0, only=()):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.add_init_script(MARKS)
@@ -179,6 +184,8 @@ def measure_moves(browser, base, moves, pattern, settle_ms, pause_ms=0):
     page.wait_for_function("document.documentElement.dataset.python === 'ready'", timeout=120_000)
     results = {}
     for figure in sorted(registry().values(), key=lambda f: f.number):
+        if (only and figure.number not in only) or not list(pattern(figure, 1)):
+            continue
         page.evaluate(f"document.getElementById('{figure.anchor}').scrollIntoView()")
         page.wait_for_timeout(settle_ms)
         latencies = []
@@ -199,9 +206,12 @@ def main():
     parser.add_argument("--pages", type=int, default=3, help="fresh pages each move pattern is measured on")
     parser.add_argument("--pause-ms", type=int, default=1000, help="reader's pause after each jump")
     parser.add_argument("--settle-ms", type=int, default=2000, help="idle time between scrolling a figure into view and its first move")
+    parser.add_argument("--figures", default="", help="comma-separated figure numbers to move (default: every figure with sliders or menus)")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
+
+    only = {int(n) for n in args.figures.split(",") if n.strip()}
 
     with tempfile.TemporaryDirectory() as tmp:
         site = build.build(Path(tmp) / "dist")
@@ -210,40 +220,53 @@ def main():
         server = CountingServer(site)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium_path(), args=BROWSER_ARGS)
-            loads = measure_loads(browser, server, args.runs)
+            loads = measure_loads(browser, server, args.runs) if args.runs else []
             patterns = {"drag": (drag_moves, 0), "jump": (random_moves, args.pause_ms), "cold": (random_moves, 0)}
             pages = {name: [] for name in patterns}  # pattern -> one {figure: [(ms, longest task)]} per page
             errors = 0
             for _ in range(args.pages):
                 for name, (pattern, pause_ms) in patterns.items():
-                    latencies, page_errors = measure_moves(browser, server.base, args.moves, pattern, args.settle_ms, pause_ms)
+                    latencies, page_errors = measure_moves(browser, server.base, args.moves, pattern, args.settle_ms, pause_ms,
+                                                           only)
                     pages[name].append(latencies)
                     errors += page_errors
             browser.close()
         server.server.shutdown()
 
-    print(f"Page loads (ms from navigation start; fresh context each run; {args.runs} runs)")
+    if loads:
+        print_loads(loads, args.runs)
+    print_moves(pages, patterns, args, errors)
+
+
+def print_loads(loads, runs):
+    print(f"Page loads (ms from navigation start; fresh context each run; {runs} runs)")
     print(f"{'run':>4} {'FCP':>8} {'all live':>9} {'MB sent':>8} {'longest task':>13} {'worker floor':>13} {'live/floor':>11}")
     for i, (fcp, live, sent, longest, floor) in enumerate(loads, 1):
         print(f"{i:>4} {fcp:>8.0f} {live:>9.0f} {sent:>8.2f} {longest:>13.0f} {floor:>13.0f} {live / floor:>11.2f}")
     med = [statistics.median(col) for col in zip(*loads)]
     print(f"{'med':>4} {med[0]:>8.0f} {med[1]:>9.0f} {med[2]:>8.2f} {med[3]:>13.0f} {med[4]:>13.0f} {med[1] / med[4]:>11.2f}")
     print()
+
+
+def print_moves(pages, patterns, args, errors):
     print(f"Input-to-painted latency (ms; up to {args.moves} moves per figure and page, first move included; "
           f"{args.settle_ms} ms idle before a figure's first move; jumps paused {args.pause_ms} ms after each move, "
           f"cold jumps not at all). p50 and p95 are each page's, then the median over {args.pages} fresh pages.")
-    print(f"{'figure':>7} {'drag p50':>9} {'drag p95':>9} {'jump p50':>9} {'jump p95':>9} {'cold p50':>9} {'cold p95':>9} {'max':>7} {'long task':>10}")
-    for number in sorted(pages["drag"][0]):
-        cells = [statistics.median(percentile([ms for ms, _ in page[number]], q) for page in pages[name])
-                 for name in patterns for q in (0.5, 0.95)]
-        worst = max(ms for name in patterns for page in pages[name] for ms, _ in page[number])
-        longest = max(task for name in patterns for page in pages[name] for _, task in page[number])
-        print(f"{number:>7} " + " ".join(f"{c:>9.1f}" for c in cells) + f" {worst:>7.1f} {longest:>10.0f}")
-    print("Each page's p95:")
-    for number in sorted(pages["drag"][0]):
-        print(f"{number:>7} " + "   ".join(
-            f"{name} " + " ".join(f"{percentile([ms for ms, _ in page[number]], 0.95):.1f}" for page in pages[name])
-            for name in patterns))
+    numbers = sorted({n for name in patterns for page in pages[name] for n in page})
+    for title, column in (("to the painted frame (the wait for the next animation frame included)", 0),
+                          ("work only: the same, less the wait for the frame that paints the answer", 2)):
+        print(title)
+        print(f"{'figure':>7} {'drag p50':>9} {'drag p95':>9} {'jump p50':>9} {'jump p95':>9} {'cold p50':>9} {'cold p95':>9} {'max':>7} {'long task':>10}")
+        for number in numbers:
+            cells, seen = [], []
+            for name in patterns:
+                runs = [[entry[column] for entry in page[number]] for page in pages[name] if page.get(number)]
+                seen += [entry for page in pages[name] for entry in page.get(number, ())]
+                for q in (0.5, 0.95):
+                    cells.append(f"{statistics.median(percentile(run, q) for run in runs):>9.1f}" if runs else f"{'-':>9}")
+            worst = max(entry[column] for entry in seen)
+            longest = max(entry[1] for entry in seen)
+            print(f"{number:>7} " + " ".join(cells) + f" {worst:>7.1f} {longest:>10.0f}")
     if errors:
         print(f"WARNING: {errors} figures in the error state after the moves")
 

@@ -16,8 +16,8 @@ raised: the page shows it in that figure only.
 Because ``render`` is pure, a state's view is rendered once and kept (its JSON text,
 up to ``VIEW_CACHE_SIZE`` per figure). While no call is waiting, the worker renders
 ahead the states one control change away from where the reader is (first the figure
-last touched, then those in view), one state per event-loop turn, so a call waits
-for at most one render.
+last touched, then those in view), one state per event-loop turn and only after a
+pause in the page's calls, so a call rarely waits behind a render.
 """
 import asyncio
 import gc
@@ -31,6 +31,10 @@ from figures.contract import Number, Select, Slider, Toggle, decode_fragment, en
 
 VIEW_CACHE_SIZE = 128  # views kept per figure
 AHEAD_LIMIT = 96  # states rendered ahead per figure, nearest first
+# Rendering ahead waits for this long a pause after the page's last call: a render under
+# way delays the next call by up to a whole render (measured: a drag's calls waited
+# ~8 ms behind Figure 15's renders ahead); a reader's drag sends a call every frame.
+QUIET_S = 0.05
 MESSAGE_PREFIX = "playbook:"  # what playbook.js listens for among the worker's messages
 
 
@@ -48,7 +52,7 @@ class FigureSession:
     def __init__(self, figure):
         self.figure = figure
         self.views = OrderedDict()  # state key -> view JSON
-        self.upcoming = []  # states to render ahead, nearest last (popped from the end)
+        self.upcoming = []  # states to render ahead, nearest last (popped); None: to be listed
         self.planned = 0
         self.center = None  # the state the upcoming list was planned around
 
@@ -134,15 +138,24 @@ class FigureSession:
 
     # -- rendering ahead ----------------------------------------------------------
     def plan_ahead(self, state):
+        """Render ahead around ``state``: the list itself is made by the render-ahead loop,
+        after the answer has left (listing the nearby states costs a few ms in Pyodide)."""
         if not self.figure.render_ahead or (self.center is not None and _state_key(self.center) == _state_key(state)):
             return
         self.center = state
-        self.upcoming = nearby_states(self.figure, state, AHEAD_LIMIT)
-        self.upcoming.reverse()
-        self.planned = len(self.upcoming)
+        self.upcoming = None
+
+    @property
+    def has_upcoming(self):
+        return self.upcoming is None or bool(self.upcoming)
 
     def render_one_ahead(self):
         """Render the nearest state not yet rendered; False when none is left."""
+        if self.upcoming is None:
+            self.upcoming = nearby_states(self.figure, self.center, AHEAD_LIMIT)
+            self.upcoming.reverse()
+            self.planned = len(self.upcoming)
+            return True
         while self.upcoming:
             state = self.upcoming.pop()
             if _state_key(state) in self.views:
@@ -156,7 +169,7 @@ class FigureSession:
 
     @property
     def ahead(self):
-        return self.planned - len(self.upcoming)
+        return self.planned - len(self.upcoming or ())
 
 
 class Worker:
@@ -169,11 +182,13 @@ class Worker:
         self.watched = []  # figure numbers in view
         self.wake = asyncio.Event()
         self.last_report = {}
+        self.last_call = 0.0
 
     def _session(self, number):
         return self.sessions[int(number)]
 
     def _touch(self, session, state):
+        self.last_call = time.monotonic()
         number = session.figure.number
         if number in self.touched:
             self.touched.remove(number)
@@ -241,7 +256,7 @@ class Worker:
     def _next_ahead(self):
         for number in reversed(self.touched[-1:] + self.watched):
             session = self.sessions[number]
-            if session.upcoming:
+            if session.has_upcoming:
                 return session
         return None
 
@@ -253,9 +268,13 @@ class Worker:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
+            quiet = self.last_call + QUIET_S - time.monotonic()
+            if quiet > 0:
+                await asyncio.sleep(quiet)
+                continue
             session.render_one_ahead()
             number = session.figure.number
-            if not session.upcoming or time.monotonic() - self.last_report.get(number, 0) > 0.25:
+            if not session.has_upcoming or time.monotonic() - self.last_report.get(number, 0) > 0.25:
                 self.last_report[number] = time.monotonic()
                 self.post({"type": "ahead", "number": number, "ready": session.ahead})
             await asyncio.sleep(0)

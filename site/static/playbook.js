@@ -209,9 +209,10 @@
     restoring.then(function () {
       figures.forEach(function (figure) { figure.pump(); });
       root.dataset.python = "ready";
-      // Once the reader has the live page, and the machine is idle: plotly.js (for
-      // charts further down, and for printing) and the offline copy.
-      requestIdleCallback(function () { loadPlotly(); registerServiceWorker(); measureEquations(); }, { timeout: 10000 });
+      // Once the reader has the live page, and the machine is idle: the offline copy.
+      // (Not plotly.js: its 1.5 MB runs as one 0.5 s task on a slow machine; it waits
+      // until a chart comes near.)
+      requestIdleCallback(function () { registerServiceWorker(); measureEquations(); }, { timeout: 10000 });
     });
   }
 
@@ -242,7 +243,7 @@
         }
       });
       if (worker.ready) call("watch", JSON.stringify(Array.from(visibleNumbers))).catch(function () {});
-    }, { rootMargin: "600px 0px" });
+    }, { rootMargin: "1500px 0px" });
     figures.forEach(function (figure) { observer.observe(figure.element); });
   }
 
@@ -343,6 +344,7 @@
   };
 
   LiveFigure.prototype.receive = function (answer) {
+    performance.mark("playbook:answer", { detail: this.number });  // for DevTools and bench/browser.py
     if (answer.view) this.state = answer.view.state;
     this.answer = answer;  // an older unpainted answer is simply replaced
     if (!this.frame) {
@@ -359,6 +361,7 @@
   // Paint one answer. `writeFields`: also rewrite typed fields (a restore or a press;
   // never the text a reader is typing).
   LiveFigure.prototype.paintNow = function (answer, writeFields) {
+    performance.mark("playbook:paint", { detail: this.number });
     const element = this.element;
     this.showFieldErrors(answer.errors || {});
     if (answer.error) {
