@@ -1,8 +1,8 @@
 """Figures of the article: one module per figure (``figNN_slug.py``), found by name.
 
-``registry()`` imports every figure module and returns ``{number: Figure}``. The build,
-the tests and the browser runtime all use it, so a new figure needs no registration
-beyond its file.
+``registry()`` imports every figure module and returns ``{number: Figure}``; ``load(n)``
+imports just one. The build, the tests and the browser's worker use them, so a new figure
+needs no registration beyond its file.
 """
 import importlib
 import pkgutil
@@ -32,10 +32,25 @@ def _load(module_name):
     )
 
 
+def module_names():
+    """``{number: module name}`` of every figure, found by file name without importing any."""
+    names = (info.name for info in pkgutil.iter_modules(__path__) if _MODULE_NAME.match(info.name))
+    return {int(_MODULE_NAME.match(name).group(1)): name for name in sorted(names)}
+
+
+_loaded = {}
+
+
+def load(number):
+    """One figure, importing only its module (the browser's worker starts faster when it
+    imports a figure the first time the page needs it)."""
+    if number not in _loaded:
+        _loaded[number] = _load(module_names()[number])
+    return _loaded[number]
+
+
 def registry():
     global _registry
     if _registry is None:
-        names = sorted(info.name for info in pkgutil.iter_modules(__path__) if _MODULE_NAME.match(info.name))
-        figures = [_load(name) for name in names]
-        _registry = {figure.number: figure for figure in figures}
+        _registry = {number: load(number) for number in module_names()}
     return _registry

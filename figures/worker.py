@@ -26,7 +26,7 @@ import time
 import traceback
 from collections import OrderedDict
 
-from figures import registry
+import figures
 from figures.contract import Number, Select, Slider, Toggle, decode_fragment, encode_state, nearby_states
 
 VIEW_CACHE_SIZE = 128  # views kept per figure
@@ -177,7 +177,8 @@ class Worker:
 
     def __init__(self, post):
         self.post = post  # sends one message to the page
-        self.sessions = {number: FigureSession(figure) for number, figure in registry().items()}
+        self.known = figures.module_names()  # every figure; each imported when first needed
+        self.sessions = {}
         self.touched = []  # figure numbers, most recently touched last
         self.watched = []  # figure numbers in view
         self.wake = asyncio.Event()
@@ -185,7 +186,19 @@ class Worker:
         self.last_call = 0.0
 
     def _session(self, number):
-        return self.sessions[int(number)]
+        number = int(number)
+        session = self.sessions.get(number)
+        if session is None:
+            session = self.sessions[number] = FigureSession(figures.load(number))
+        return session
+
+    def load_next(self):
+        """Import one figure not yet imported (while idle after start); False when all are."""
+        for number in self.known:
+            if number not in self.sessions:
+                self._session(number)
+                return True
+        return False
 
     def _touch(self, session, state):
         self.last_call = time.monotonic()
@@ -222,7 +235,7 @@ class Worker:
         """A link's state (``#fig-15:P=8,m=16``): the answer, or "null" if the fragment
         names no figure on this page."""
         decoded = decode_fragment(str(fragment or ""))
-        if decoded is None or decoded[0] not in self.sessions:
+        if decoded is None or decoded[0] not in self.known:
             return "null"
         session = self._session(decoded[0])
         state = session.figure.validate_state(decoded[1])
@@ -231,9 +244,9 @@ class Worker:
 
     def watch(self, numbers_json):
         """The figures now in view: rendered ahead after the one last touched."""
-        self.watched = [int(n) for n in json.loads(numbers_json) if int(n) in self.sessions]
+        self.watched = [int(n) for n in json.loads(numbers_json) if int(n) in self.known]
         for number in self.watched:
-            session = self.sessions[number]
+            session = self._session(number)
             if session.center is None:
                 session.plan_ahead(session.figure.default_state())
         self.wake.set()
@@ -263,14 +276,17 @@ class Worker:
     async def render_ahead(self):
         """Forever: render one state ahead per event-loop turn while there is one."""
         while True:
-            session = self._next_ahead()
-            if session is None:
-                self.wake.clear()
-                await self.wake.wait()
-                continue
             quiet = self.last_call + QUIET_S - time.monotonic()
             if quiet > 0:
                 await asyncio.sleep(quiet)
+                continue
+            session = self._next_ahead()
+            if session is None:
+                if self.load_next():  # idle: import the figures not yet needed
+                    await asyncio.sleep(0)
+                    continue
+                self.wake.clear()
+                await self.wake.wait()
                 continue
             session.render_one_ahead()
             number = session.figure.number

@@ -208,6 +208,11 @@
     const restoring = hash.startsWith("#fig-") ? restore(hash) : Promise.resolve();
     restoring.then(function () {
       figures.forEach(function (figure) { figure.pump(); });
+      // Ready turns on content-visibility for chapters (playbook.css): each first keeps
+      // the height it has now, so nothing above the reader moves.
+      document.querySelectorAll(".chapter").forEach(function (chapter) {
+        chapter.style.containIntrinsicSize = "auto " + chapter.offsetHeight + "px";
+      });
       root.dataset.python = "ready";
       // Once the reader has the live page, and the machine is idle: the offline copy.
       // (Not plotly.js: its 1.5 MB runs as one 0.5 s task on a slow machine; it waits
