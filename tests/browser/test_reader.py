@@ -145,7 +145,7 @@ def _screenshot_matches(image_bytes, name):
     return f"{changed:.1%} of pixels differ (see {name}.actual.png)"
 
 
-@pytest.mark.parametrize("number", [8, 15])
+@pytest.mark.parametrize("number", [1, 7, 8, 15, 17, 21, 24])
 def test_figures_on_a_phone_look_as_they_did(phone, number):
     page = phone.page
     anchor = f"fig-{number:02d}"
