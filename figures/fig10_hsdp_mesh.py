@@ -122,7 +122,6 @@ def _trade(state, top):
             bars.setdefault((FABRIC_COLOUR[r.replica_fabric], bar / 2), []).append((x - bar / 4, comm_base - layer - once, bar / 2, once))
     parts = [svg.boxes(boxes, class_=f"fill-{key}") for (key, _), boxes in sorted(bars.items())]
     x = LEFT + pitch * chosen + pitch / 2
-    picked = runs[chosen]
     parts.append(svg.boxes(((x - pitch / 2 + 1, top + 2, pitch - 2, comm_base - top + 6),), fill="none", class_="svg-axis"))
     parts += [
         svg.texts(((LEFT - 8, memory_base - height + 12, "model state"), (LEFT - 8, memory_base - height + 26, "per GPU"),

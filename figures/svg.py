@@ -1,6 +1,5 @@
 """The one place SVG markup is written. Figures compose these helpers; colours come
 from CSS classes (``site/static/playbook.css``) so diagrams follow the light/dark theme."""
-import math
 from html import escape
 from functools import lru_cache
 from re import compile as _regex

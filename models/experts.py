@@ -26,7 +26,6 @@ What it does not model: learned token-dependent routing, router z-loss, expert-c
 routing, shared experts, token dropping by probability instead of position, or expert-TP.
 """
 import functools
-import heapq
 import itertools
 import math
 import operator

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from figures import registry
-from models import activations, context, hardware, tensor
+from models import activations, context, tensor
 from tests.published_cases import published_cases
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -6,7 +6,7 @@ import pytest
 
 from figures import registry
 from figures.contract import Play, encode_state
-from models import ladder, shapes, step_timeline, tour
+from models import ladder, step_timeline, tour
 from tests.published_cases import published_cases
 
 SVG = "{http://www.w3.org/2000/svg}"

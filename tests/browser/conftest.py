@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import build
-from tests.browser.harness import BROWSER_ARGS, chromium_path
+from tests.browser.harness import BROWSER_ARGS, PageSession, chromium_path
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +34,12 @@ def browser():
         browser = playwright.chromium.launch(executable_path=executable, args=BROWSER_ARGS, headless=True)
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def session(base_url, browser):
+    """One page load shared by every check of a test module: the page, open and ready."""
+    session = PageSession(browser, base_url)
+    session.open("/")
+    yield session
+    session.close()

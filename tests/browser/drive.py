@@ -7,7 +7,7 @@ A move is asynchronous in general (the figures' Python may run off the main thre
 """
 import pytest
 
-from figures.contract import Number, Play, Select, Slider, Toggle
+from figures.contract import Number, Select, Slider, Toggle
 
 SETTLE_TIMEOUT_MS = 20_000
 

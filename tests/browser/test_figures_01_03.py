@@ -9,17 +9,8 @@ from models import collectives, cuts, reliability
 from models.mesh import Mesh
 
 from tests.browser.drive import assert_shows, move_and_check, press, read_state, readouts, readouts_state
-from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def session(browser, base_url):
-    session = PageSession(browser, base_url)
-    session.open("/")
-    yield session
-    session.close()
 
 
 def _state(page, number):

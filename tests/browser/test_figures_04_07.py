@@ -7,17 +7,8 @@ from figures.contract import encode_state
 from models import ddp, hardware, memory, sampler
 
 from tests.browser.drive import assert_shows, move_and_check, other_value, read_state, readouts, settle
-from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def session(browser, base_url):
-    session = PageSession(browser, base_url)
-    session.open("/")
-    yield session
-    session.close()
 
 
 def _scroll_to(page, figure):

@@ -7,18 +7,9 @@ from figures import registry
 from figures.contract import encode_state
 from models import checkpoint, fsdp, hsdp
 
-from tests.browser.drive import assert_shows, move_and_check, read_state, readouts, set_control
-from tests.browser.harness import PageSession
+from tests.browser.drive import assert_shows, move_and_check, read_state, readouts
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def session(browser, base_url):
-    session = PageSession(browser, base_url)
-    session.open("/")
-    yield session
-    session.close()
 
 
 # What a reader tries, in order: every control of each figure at least once.

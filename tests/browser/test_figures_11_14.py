@@ -8,18 +8,9 @@ from models import activations, context, tensor
 
 from tests.browser.drive import (assert_shows, move_and_check, other_value, press, read_state, readouts, readouts_state,
                                  set_control, settle)
-from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
 FIGURES = (11, 12, 13, 14)
-
-
-@pytest.fixture(scope="module")
-def session(browser, base_url):
-    session = PageSession(browser, base_url)
-    session.open("/")
-    yield session
-    session.close()
 
 
 def state_of(page, number):

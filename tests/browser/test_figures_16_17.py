@@ -10,19 +10,10 @@ from models import experts
 from models.mesh import Mesh, group_ranks
 
 from tests.browser.drive import assert_shows, move_and_check, press, read_state, readouts, set_control, settle
-from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
 
 FIG16, FIG17 = registry()[16], registry()[17]
-
-
-@pytest.fixture(scope="module")
-def session(browser, base_url):
-    session = PageSession(browser, base_url)
-    session.open("/")
-    yield session
-    session.close()
 
 
 def test_both_figures_are_live(session):

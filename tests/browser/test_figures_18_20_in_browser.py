@@ -6,17 +6,8 @@ import pytest
 from figures import registry
 from models import ladder, step_timeline, tour
 from tests.browser.drive import assert_shows, move_and_check, read_state, readouts, readouts_state, set_control, settle
-from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def session(browser, base_url):
-    session = PageSession(browser, base_url)
-    session.open("/")
-    yield session
-    session.close()
 
 
 def _state(page, number):

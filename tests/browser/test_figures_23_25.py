@@ -1,6 +1,5 @@
 """Figures 23-25 in headless Chromium: a reader moves every control, picks every fault, draws
 another step, and follows a link to a state; the page shows what models/ computes."""
-from contextlib import closing
 
 import pytest
 
@@ -9,18 +8,9 @@ from models import hardware, reliability, scaling
 
 from tests.browser.drive import (assert_shows, move_and_check, other_value, press, read_state, readouts, readouts_state,
                                  set_control)
-from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
 FIG23, FIG24, FIG25 = (registry()[n] for n in (23, 24, 25))
-
-
-@pytest.fixture(scope="module")
-def session(browser, base_url):
-    """One page load shared by every check in this module."""
-    with closing(PageSession(browser, base_url)) as shared:
-        shared.open("/")
-        yield shared
 
 
 @pytest.mark.parametrize("figure", [FIG23, FIG24, FIG25], ids=lambda f: f.anchor)

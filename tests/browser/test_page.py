@@ -12,18 +12,10 @@ from figures.contract import Play, encode_state, nearby_states
 from models import memory, pipeline
 
 from tests.browser.drive import (assert_shows, move_and_check, other_value, play_and_pause, read_state, readouts,
-                                 readouts_state, set_control, view_fingerprint)
+                                 readouts_state, set_control)
 from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def session(browser, base_url):
-    session = PageSession(browser, base_url)
-    session.open("/")
-    yield session
-    session.close()
 
 
 def test_page_boots_clean_from_its_own_origin(session):

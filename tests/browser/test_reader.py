@@ -12,9 +12,9 @@ import pytest
 
 import build
 from figures import registry
-from figures.contract import Play, Slider, encode_state
+from figures.contract import Play, encode_state
 
-from tests.browser.drive import read_state, set_control, settle
+from tests.browser.drive import read_state, set_control
 from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser

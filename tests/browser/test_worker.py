@@ -21,14 +21,6 @@ pytestmark = pytest.mark.browser
 FIFTEEN = registry()[15]
 
 
-@pytest.fixture(scope="module")
-def session(browser, base_url):
-    session = PageSession(browser, base_url)
-    session.open("/")
-    yield session
-    session.close()
-
-
 def test_the_page_thread_holds_no_pyodide(session):
     page = session.page
     main_thread = page.evaluate("""() => ({

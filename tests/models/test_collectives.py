@@ -1,6 +1,5 @@
 import math
 import random
-import time
 
 import numpy as np
 import pytest
