@@ -298,6 +298,12 @@ def resident_units(step):
         raise ValueError(f"step must be an FsdpStep, got {step!r}")
     changes = sorted([(e.start_s, -1) for e in step.events if e.kind == "free"]
                      + [(e.start_s, 1) for e in step.events if e.kind == "allgather"])
+    return ResidentUnits(*_step_curve(changes))
+
+
+def _step_curve(changes):
+    """``(curve, peak)`` of a count that moves by each ``(time, +1 or -1)`` of ``changes``
+    (sorted): the curve as ``((t, count), ...)``, one point per change of the count."""
     curve = [(0.0, 0)]
     count = peak = 0
     for t, change in changes:
@@ -307,7 +313,7 @@ def resident_units(step):
             curve.pop()
         if not curve or count != curve[-1][1]:
             curve.append((t, count))
-    return ResidentUnits(tuple(curve), peak)
+    return tuple(curve), peak
 
 
 def compute_idle_intervals(step):
@@ -409,19 +415,11 @@ def fsdp_lanes(n_units, forward_s, gather_s, *, backward_factor=2.0, prefetch=Tr
     if step_time > free_at:
         idle.append((free_at, step_time))
     changes.sort()
-    curve = [(0.0, 0)]
-    count = peak = 0
-    for t, change in changes:
-        count += change
-        peak = max(peak, count)
-        if t == curve[-1][0]:
-            curve.pop()
-        if not curve or count != curve[-1][1]:
-            curve.append((t, count))
+    curve, peak = _step_curve(changes)
     lanes = (("allgather", "forward", gather, tuple(f_gather)), ("compute", "forward", forward, tuple(f_compute)),
              ("allgather", "backward", gather, tuple(b_gather)), ("compute", "backward", backward, tuple(b_compute)),
              ("reducescatter", "backward", gather, tuple(scatter)))
     if not math.isfinite(step_time):
         raise ValueError("forward_s or gather_s is too large: the schedule overflows a float")
     return FsdpLanes(lanes, step_time, n * forward + n * backward, comm_busy,
-                     waiting + (step_time - compute_free), tuple(idle), ResidentUnits(tuple(curve), peak))
+                     waiting + (step_time - compute_free), tuple(idle), ResidentUnits(curve, peak))
