@@ -7,7 +7,8 @@ A move is asynchronous in general (the figures' Python may run off the main thre
 """
 import pytest
 
-from figures.contract import Number, Select, Slider, Toggle
+from figures import registry
+from figures.contract import Number, Select, Slider, Toggle, decode_fragment, encode_state
 
 SETTLE_TIMEOUT_MS = 20_000
 
@@ -84,7 +85,8 @@ def assert_sliders_read(page, figure, state):
     for control in figure.stateful_controls:
         if isinstance(control, Slider):
             text = control.display(state[control.key])
-            assert page.text_content(f"#{figure.anchor} output[data-for='{control.key}']") == text, control.key
+            shown = page.text_content(f"#{figure.anchor} output[data-for='{control.key}']")
+            assert shown == text, f"{figure.anchor} {control.key}: shows {shown!r}, state says {text!r}"
             assert page.get_attribute(f"#{figure.anchor} [data-control='{control.key}']", "aria-valuetext") == text, control.key
 
 
@@ -160,3 +162,15 @@ def play_and_pause(page, figure, play):
     state = read_state(page, figure)
     assert_shows(page, figure, state)
     assert f"{play.key}=" not in page.evaluate("location.hash")
+
+
+def follow_link(page, fragment):
+    """Open an in-page link to a figure's state (``fig-15:P=8,m=16``, no ``#``) and wait until
+    that figure paints it: its ``data-fragment`` becomes the state's canonical link."""
+    number, values = decode_fragment(fragment)
+    figure = registry()[number]
+    painted = encode_state(figure, figure.validate_state(values))
+    page.evaluate("fragment => { location.hash = fragment; }", "#" + fragment)
+    page.wait_for_function("([anchor, painted]) => document.getElementById(anchor).dataset.fragment === painted",
+                           arg=[figure.anchor, painted], timeout=SETTLE_TIMEOUT_MS)
+    settle(page, figure.anchor)

@@ -8,7 +8,7 @@ from figures.contract import encode_state
 from models import collectives, cuts, reliability
 from models.mesh import Mesh
 
-from tests.browser.drive import assert_shows, move_and_check, press, read_state, readouts, readouts_state
+from tests.browser.drive import follow_link, assert_shows, move_and_check, press, read_state, readouts, readouts_state
 
 pytestmark = pytest.mark.browser
 
@@ -114,7 +114,7 @@ def test_a_link_restores_each_figure(session):
                                          (2, {"cut": "expert", "degree": 32}, ("cut", "expert"))):
         figure = registry()[number]
         state = figure.validate_state({**figure.default_state(), **values})
-        page.evaluate(f"location.hash = '#{encode_state(figure, state)}'")
+        follow_link(page, encode_state(figure, state))
         page.wait_for_function("([anchor, key, value]) => document.querySelector(`#${anchor} [data-control=${key}]`).value === value",
                                arg=[figure.anchor, key, shown])
         assert read_state(page, figure) == state

@@ -6,7 +6,7 @@ from figures import registry
 from figures.contract import encode_state
 from models import ddp, hardware, memory, sampler
 
-from tests.browser.drive import assert_shows, move_and_check, other_value, read_state, readouts, settle
+from tests.browser.drive import follow_link, assert_shows, move_and_check, other_value, read_state, readouts, settle
 
 pytestmark = pytest.mark.browser
 
@@ -81,7 +81,7 @@ def test_a_link_restores_each_figures_state(session):
                             (6, {"bw_GBps": 50, "sms": 304}), (7, {"params": 70_000_000_000, "N": 1024})):
         figure = registry()[number]
         state = figure.validate_state({**figure.default_state(), **changes})
-        page.evaluate(f"location.hash = '#{encode_state(figure, state)}'")
+        follow_link(page, encode_state(figure, state))
         for key, value in changes.items():
             control = figure.control(key)
             shown = str(control.position(value)) if hasattr(control, "position") else str(value)

@@ -7,7 +7,7 @@ from figures import registry
 from figures.contract import encode_state
 from models import checkpoint, fsdp, hsdp
 
-from tests.browser.drive import assert_shows, move_and_check, read_state, readouts
+from tests.browser.drive import follow_link, assert_shows, move_and_check, read_state, readouts
 
 pytestmark = pytest.mark.browser
 
@@ -80,7 +80,7 @@ def test_moves_land_in_the_url_and_a_link_restores_them(session):
     move_and_check(page, figure, state, "N", 1024)
     move_and_check(page, figure, state, "shard", 16)
     assert page.evaluate("location.hash") == "#" + encode_state(figure, state)
-    page.evaluate("location.hash = '#fig-22:src=16,dst=12,rows=32,metadata=0'")
+    follow_link(page, "fig-22:src=16,dst=12,rows=32,metadata=0")
     page.wait_for_function("document.querySelector('#fig-22 [data-control=metadata]').checked === false")
     eleven = registry()[22]
     assert_shows(page, eleven, {**eleven.default_state(), "src": 16, "dst": 12, "rows": 32, "metadata": False})

@@ -6,7 +6,7 @@ from figures import registry
 from figures.contract import encode_state
 from models import activations, context, tensor
 
-from tests.browser.drive import (assert_shows, move_and_check, other_value, press, read_state, readouts, readouts_state,
+from tests.browser.drive import (follow_link, assert_shows, move_and_check, other_value, press, read_state, readouts, readouts_state,
                                  set_control, settle)
 
 pytestmark = pytest.mark.browser
@@ -111,7 +111,7 @@ def test_a_link_restores_each_figures_state(session):
                             (13, {"t": 4, "sp": True, "recompute": "selective"}), (14, {"C": 32, "layout": "two_chunks"})):
         figure = registry()[number]
         state = figure.validate_state({**figure.default_state(), **changes})
-        page.evaluate(f"location.hash = '#{encode_state(figure, state)}'")
+        follow_link(page, encode_state(figure, state))
         key, value = next(iter(changes.items()))
         control = figure.control(key)
         position = control.position(value) if hasattr(control, "position") else value

@@ -9,7 +9,7 @@ from figures.contract import encode_state
 from models import experts
 from models.mesh import Mesh, group_ranks
 
-from tests.browser.drive import assert_shows, move_and_check, press, read_state, readouts, set_control, settle
+from tests.browser.drive import follow_link, assert_shows, move_and_check, press, read_state, readouts, set_control, settle
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +56,7 @@ def test_figure_16_train_button_runs_the_collapse(session):
 
 def test_figure_16_link_restores_a_collapsed_router(session):
     page = session.page
-    page.evaluate("location.hash = '#fig-16:alpha=0,step=20,cf=none'")
+    follow_link(page, "fig-16:alpha=0,step=20,cf=none")
     page.wait_for_function("document.querySelector('#fig-16 [data-control=cf]').value === 'none'")
     settle(page, "fig-16")
     state = FIG16.validate_state({**FIG16.default_state(), "alpha": 0, "step": 20, "cf": "none"})
@@ -114,7 +114,7 @@ def test_figure_17_clicking_a_square_chooses_that_rank(session):
 def test_figure_17_link_restores_a_state(session):
     page = session.page
     state = FIG17.validate_state({**FIG17.default_state(), "order": "dp-tp-cp-pp", "rank": 13, "axis": "dp"})
-    page.evaluate(f"location.hash = '#{encode_state(FIG17, state)}'")
+    follow_link(page, encode_state(FIG17, state))
     page.wait_for_function("document.querySelector('#fig-17 [data-control=order]').value === 'dp-tp-cp-pp'")
     settle(page, "fig-17")
     assert_shows(page, FIG17, state)

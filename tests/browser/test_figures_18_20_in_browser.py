@@ -5,7 +5,7 @@ import pytest
 
 from figures import registry
 from models import ladder, step_timeline, tour
-from tests.browser.drive import assert_shows, move_and_check, read_state, readouts, readouts_state, set_control, settle
+from tests.browser.drive import follow_link, assert_shows, move_and_check, read_state, readouts, readouts_state, set_control, settle
 
 pytestmark = pytest.mark.browser
 
@@ -95,12 +95,12 @@ def test_fig20_clicking_a_panel_enlarges_it(session):
 
 def test_links_restore_states_of_figures_19_and_20(session):
     page = session.page
-    page.evaluate("location.hash = '#fig-19:params=1700000000,seq=131072'")
+    follow_link(page, "fig-19:params=1700000000,seq=131072")
     page.wait_for_function("document.querySelector('#fig-19 [data-control=seq]').value === '8'")
     nineteen = registry()[19]
     assert_shows(page, nineteen, {**nineteen.default_state(), "params": 1_700_000_000, "seq": 131072})
     assert readouts(page, "fig-19")["recommended_axis"]["value"] == "cp"
-    page.evaluate("location.hash = '#fig-20:phase=3,focus=pp,devices=2'")
+    follow_link(page, "fig-20:phase=3,focus=pp,devices=2")
     page.wait_for_function("document.querySelector('#fig-20 [data-control=focus]').value === 'pp'")
     twenty = registry()[20]
     assert_shows(page, twenty, {"phase": 3, "focus": "pp", "devices": 2, "playing": False})

@@ -6,7 +6,7 @@ import pytest
 from figures import registry
 from figures.contract import encode_state
 from models import planner
-from tests.browser.drive import assert_shows, move_and_check, read_state, readouts, readouts_state, set_control, settle
+from tests.browser.drive import follow_link, assert_shows, move_and_check, read_state, readouts, readouts_state, set_control, settle
 from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
@@ -104,7 +104,7 @@ def test_a_link_restores_a_lab_state(session):
     page = session.page
     state = FIGURE.validate_state({**FIGURE.default_state(), "model": "llama3-8b", "cluster": "dgx-h100", "gpus": 8,
                                    "batch": 32, "tp": 2})
-    page.evaluate(f"location.hash = '#{encode_state(FIGURE, state)}'")
+    follow_link(page, encode_state(FIGURE, state))
     page.wait_for_function(f"document.querySelector('#{ANCHOR} [data-control=model]').value === 'llama3-8b'")
     settle(page, ANCHOR)
     assert read_state(page, FIGURE) == state

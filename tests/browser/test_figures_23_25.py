@@ -6,7 +6,7 @@ import pytest
 from figures import registry
 from models import hardware, reliability, scaling
 
-from tests.browser.drive import (assert_shows, move_and_check, other_value, press, read_state, readouts, readouts_state,
+from tests.browser.drive import (follow_link, assert_shows, move_and_check, other_value, press, read_state, readouts, readouts_state,
                                  set_control)
 
 pytestmark = pytest.mark.browser
@@ -86,7 +86,7 @@ def test_figure_25_drawing_another_step_changes_the_seed_and_the_sample(session)
 
 def test_a_link_restores_a_hang(session):
     page = session.page
-    page.evaluate("location.hash = '#fig-24:fault=dead_rank,timeout_s=60,at_s=600'")
+    follow_link(page, "fig-24:fault=dead_rank,timeout_s=60,at_s=600")
     page.wait_for_function("document.querySelector('#fig-24 [data-control=fault]').value === 'dead_rank'")
     state = {"fault": "dead_rank", "timeout_s": 60, "at_s": 600}
     assert_shows(page, FIG24, state)

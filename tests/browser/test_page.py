@@ -11,7 +11,7 @@ from figures import registry
 from figures.contract import Play, encode_state, nearby_states
 from models import memory, pipeline
 
-from tests.browser.drive import (assert_shows, move_and_check, other_value, play_and_pause, read_state, readouts,
+from tests.browser.drive import (follow_link, assert_shows, move_and_check, other_value, play_and_pause, read_state, readouts,
                                  readouts_state, set_control)
 from tests.browser.harness import PageSession
 
@@ -85,7 +85,7 @@ def test_moving_a_control_puts_the_state_in_the_url(session):
 
 def test_in_page_link_with_state_restores_it(session):
     page, figure = session.page, registry()[8]
-    page.evaluate("location.hash = '#fig-08:params=70000000000,N=16,stage=2'")
+    follow_link(page, "fig-08:params=70000000000,N=16,stage=2")
     page.wait_for_function("document.querySelector('#fig-08 [data-control=stage]').value === '2'")
     assert_shows(page, figure, {"params": 70_000_000_000, "N": 16, "stage": 2, "optimizer": "adam_mixed"})
 
