@@ -17,11 +17,13 @@ Prints:
      next animation frame, so the wait for it is part of every number. Each figure is
      scrolled into view and left alone for --settle-ms first (the worker renders ahead
      meanwhile). Patterns: "drag" (each slider stepped from its default to its end and
-     back, each move made as the previous one is painted), "jump" (seeded random values
+     back, each move made at the first animation frame after the previous one is
+     painted, as Chrome dispatches a dragged slider's input), "jump" (seeded random values
      over each control's whole range, with --pause-ms after each), "cold" (the same
      jumps back to back: little is rendered ahead). Each runs on --pages fresh pages;
      the table gives the median over pages of each page's p50 and p95, then each page's
-     p95, and the longest main-thread task seen during the moves.
+     p95, the longest main-thread task seen during the moves, and the share of moves the
+     page painted from a view the worker had sent ahead (no call at all).
 Not part of the test suite: numbers depend on the machine.
 """
 import argparse
@@ -62,31 +64,39 @@ worker.onmessage = () => {{ window.__floor = performance.now(); }};
 </script></body></html>"""
 
 # One move: set the control, dispatch `input`, and wait for the figure to paint the
-# answer (its data-busy attribute goes away inside the paint's animation frame); then
-# force the style and layout that paint caused. Returns [ms, longest task during it].
-MOVE = """async ([selector, value]) => {
+# answer (its data-busy attribute goes away inside the paint's animation frame; a view
+# the page kept is painted in the input's own task, and the figure never turns busy);
+# then force the style and layout that paint caused. `aligned`: dispatch at the start of
+# an animation frame, as Chrome dispatches a dragged slider's input events (rAF-aligned
+# input). Returns [ms, longest task during it, ms less the wait for the painting frame].
+MOVE = """async ([selector, value, aligned]) => {
   const input = document.querySelector(selector);
   const figure = input.closest('figure');
   const longest = window.__bench.long.length;
+  if (aligned) await new Promise(resolve => requestAnimationFrame(resolve));
   input.value = value;
-  const painted = new Promise(resolve => {
-    const observer = new MutationObserver(() => {
-      if (!figure.hasAttribute('data-busy')) { observer.disconnect(); resolve(); }
-    });
-    observer.observe(figure, {attributes: true, attributeFilter: ['data-busy']});
-  });
   const t0 = performance.now();
   input.dispatchEvent(new Event('input', {bubbles: true}));
-  await painted;
+  if (figure.hasAttribute('data-busy')) {
+    await new Promise(resolve => {
+      const observer = new MutationObserver(() => {
+        if (!figure.hasAttribute('data-busy')) { observer.disconnect(); resolve(); }
+      });
+      observer.observe(figure, {attributes: true, attributeFilter: ['data-busy']});
+    });
+  }
   figure.getBoundingClientRect();
   const elapsed = performance.now() - t0;
   // playbook.js marks each answer's arrival and the start of the frame callback that
-  // paints it: the time between is the wait for the next animation frame
-  const last = name => { const marks = performance.getEntriesByName(name); return marks.length ? marks[marks.length - 1].startTime : 0; };
-  const frameWait = Math.max(0, last('playbook:paint') - last('playbook:answer'));
+  // paints it: the time between is the wait for the next animation frame (none when
+  // a kept view was painted at once: no answer came)
+  const last = name => { const marks = performance.getEntriesByName(name); return marks.length ? marks[marks.length - 1].startTime : null; };
+  const answered = last('playbook:answer'), painted = last('playbook:paint');
+  const frameWait = answered === null || painted === null ? 0 : Math.max(0, painted - answered);
+  const kept = answered === null;
   performance.clearMarks();
   await new Promise(resolve => setTimeout(resolve, 0));
-  return [elapsed, Math.max(0, ...window.__bench.long.slice(longest).map(e => e[1])), elapsed - frameWait];
+  return [elapsed, Math.max(0, ...window.__bench.long.slice(longest).map(e => e[1])), elapsed - frameWait, kept];
 }"""
 
 
@@ -191,7 +201,7 @@ def measure_moves(browser, base, moves, pattern, settle_ms, pause_ms=0, only=())
         latencies = []
         for control, value in pattern(figure, moves):
             selector = f"#{figure.anchor} [data-control='{control.key}']"
-            latencies.append(page.evaluate(MOVE, [selector, value]))
+            latencies.append(page.evaluate(MOVE, [selector, value, pattern is drag_moves]))
             page.wait_for_timeout(pause_ms)
         results[figure.number] = latencies
     errors = page.locator("[data-state=error]").count()
@@ -256,7 +266,7 @@ def print_moves(pages, patterns, args, errors):
     for title, column in (("to the painted frame (the wait for the next animation frame included)", 0),
                           ("work only: the same, less the wait for the frame that paints the answer", 2)):
         print(title)
-        print(f"{'figure':>7} {'drag p50':>9} {'drag p95':>9} {'jump p50':>9} {'jump p95':>9} {'cold p50':>9} {'cold p95':>9} {'max':>7} {'long task':>10}")
+        print(f"{'figure':>7} {'drag p50':>9} {'drag p95':>9} {'jump p50':>9} {'jump p95':>9} {'cold p50':>9} {'cold p95':>9} {'max':>7} {'long task':>10} {'kept':>5}")
         for number in numbers:
             cells, seen = [], []
             for name in patterns:
@@ -266,7 +276,8 @@ def print_moves(pages, patterns, args, errors):
                     cells.append(f"{statistics.median(percentile(run, q) for run in runs):>9.1f}" if runs else f"{'-':>9}")
             worst = max(entry[column] for entry in seen)
             longest = max(entry[1] for entry in seen)
-            print(f"{number:>7} " + " ".join(cells) + f" {worst:>7.1f} {longest:>10.0f}")
+            kept = 100 * sum(1 for entry in seen if entry[3]) / len(seen)
+            print(f"{number:>7} " + " ".join(cells) + f" {worst:>7.1f} {longest:>10.0f} {kept:>4.0f}%")
     if errors:
         print(f"WARNING: {errors} figures in the error state after the moves")
 

@@ -17,7 +17,13 @@ Because ``render`` is pure, a state's view is rendered once and kept (its JSON t
 up to ``VIEW_CACHE_SIZE`` per figure). While no call is waiting, the worker renders
 ahead the states one control change away from where the reader is (first the figure
 last touched, then those in view), one state per event-loop turn and only after a
-pause in the page's calls, so a call rarely waits behind a render.
+pause in the page's calls, so a call rarely waits behind a render. During a drag it
+renders one state at once: the next one along the drag (same slider, same stride).
+
+Each view rendered ahead is posted to the page with its *readings key*: the control
+readings that select exactly that state. The page keeps these views, and when the
+controls come to read a key it holds, it paints that view at once, without a call
+(and tells the worker, with ``touch``, where the reader now is).
 """
 import asyncio
 import gc
@@ -55,6 +61,9 @@ class FigureSession:
         self.upcoming = []  # states to render ahead, nearest last (popped); None: to be listed
         self.planned = 0
         self.center = None  # the state the upcoming list was planned around
+        self.last = None  # the state the reader was last at (to tell a drag's direction)
+        self.predicted = None  # the state next along the reader's drag, to render first
+        self.sent = set()  # state keys whose views the page has been sent
 
     # -- readings from the page -> state ---------------------------------------
     def values_from_readings(self, readings):
@@ -95,6 +104,27 @@ class FigureSession:
             self.views.popitem(last=False)
         return cached
 
+    def readings_key(self, state):
+        """The page's key for ``state``: its controls' readings, sorted by control key, as
+        JSON (``[["N","16"],["stage","2"]]``); playbook.js builds the same text from the
+        controls. None when those readings would not select exactly ``state`` (a typed
+        number whose shown text rounds it): the page must then ask the worker."""
+        readings = {}
+        for control in self.figure.stateful_controls:
+            value = state[control.key]
+            if isinstance(control, Slider):
+                readings[control.key] = str(control.position(value))
+            elif isinstance(control, Toggle):
+                readings[control.key] = "true" if value else "false"
+            elif isinstance(control, Number):
+                readings[control.key] = control.display(value)
+            else:
+                readings[control.key] = str(value)
+        again, errors = self.figure.check_state(self.values_from_readings(readings))
+        if errors or _state_key(again) != _state_key(state):
+            return None
+        return json.dumps(sorted(readings.items()), separators=(",", ":"), ensure_ascii=False)
+
     def describe(self, state, view):
         controls = {}
         for control in self.figure.stateful_controls:
@@ -109,6 +139,7 @@ class FigureSession:
                 controls[control.key] = [str(value), ""]
         return {
             "state": state,
+            "key": self.readings_key(state),
             "fragment": encode_state(self.figure, state),
             "controls": controls,
             "svg": view.svg,
@@ -128,6 +159,7 @@ class FigureSession:
             view = self.view_json(state)
         except Exception as error:  # a broken figure must not break the page
             return self.failure(state, error)
+        self.sent.add(_state_key(state))  # the page keeps answers too
         return f'{{"number":{self.figure.number},"errors":{_dumps(errors or {})},"view":{view},"error":null}}'
 
     def failure(self, state, error):
@@ -139,33 +171,72 @@ class FigureSession:
     # -- rendering ahead ----------------------------------------------------------
     def plan_ahead(self, state):
         """Render ahead around ``state``: the list itself is made by the render-ahead loop,
-        after the answer has left (listing the nearby states costs a few ms in Pyodide)."""
-        if not self.figure.render_ahead or (self.center is not None and _state_key(self.center) == _state_key(state)):
+        after the answer has left (listing the nearby states costs a few ms in Pyodide).
+        If the reader is dragging (``state`` is one slider move from the state touched
+        before), the next state along the drag is rendered first, at once."""
+        previous, self.last = self.last, state
+        if not self.figure.render_ahead:
+            return
+        self.predicted = self.next_along_drag(previous, state)
+        if self.center is not None and _state_key(self.center) == _state_key(state):
             return
         self.center = state
         self.upcoming = None
+        self.planned = 0
+
+    def next_along_drag(self, previous, state):
+        """The state one more stride along the slider that moved from ``previous`` to
+        ``state``; None unless exactly one slider moved, or if that one is at its end."""
+        if previous is None:
+            return None
+        moved = [c for c in self.figure.stateful_controls if previous[c.key] != state[c.key]]
+        if len(moved) != 1 or not isinstance(moved[0], Slider):
+            return None
+        values = moved[0].values
+        if previous[moved[0].key] not in values or state[moved[0].key] not in values:
+            return None
+        here = values.index(state[moved[0].key])
+        there = 2 * here - values.index(previous[moved[0].key])
+        if not 0 <= there < len(values):
+            return None
+        candidate = self.figure.validate_state({**state, moved[0].key: values[there]})
+        return None if _state_key(candidate) in self.sent else candidate
 
     @property
     def has_upcoming(self):
-        return self.upcoming is None or bool(self.upcoming)
+        return self.predicted is not None or self.upcoming is None or bool(self.upcoming)
+
+    def send(self, state):
+        """The view of ``state`` (rendered now if need be) for the page to keep: its JSON,
+        or None if the page has it already or it cannot be rendered."""
+        key = _state_key(state)
+        if key in self.sent and key in self.views:
+            return None
+        try:
+            view = self.view_json(state)
+        except Exception:
+            return None  # the reader sees this error only if they go there
+        self.sent.add(key)
+        return view
 
     def render_one_ahead(self):
-        """Render the nearest state not yet rendered; False when none is left."""
+        """One turn of rendering ahead: the state next along a drag, else the nearest
+        state not yet sent to the page. Returns its view JSON to post (None: nothing to
+        post this turn); ``has_upcoming`` turns False when none is left."""
+        if self.predicted is not None:
+            state, self.predicted = self.predicted, None
+            return self.send(state)
         if self.upcoming is None:
             self.upcoming = nearby_states(self.figure, self.center, AHEAD_LIMIT)
             self.upcoming.reverse()
             self.planned = len(self.upcoming)
-            return True
+            return None
         while self.upcoming:
             state = self.upcoming.pop()
-            if _state_key(state) in self.views:
+            if _state_key(state) in self.sent and _state_key(state) in self.views:
                 continue
-            try:
-                self.view_json(state)
-            except Exception:
-                pass  # the reader sees this error only if they go there
-            return True
-        return False
+            return self.send(state)
+        return None
 
     @property
     def ahead(self):
@@ -242,6 +313,13 @@ class Worker:
         self._touch(session, state)
         return session.answer(state)
 
+    def touch(self, number, state_json):
+        """The page painted ``state`` from a view it kept (no call was needed): the reader
+        is there now, so render ahead around it (and along the drag, if it is one)."""
+        session = self._session(number)
+        self._touch(session, session.state_from(state_json))
+        return ""
+
     def watch(self, numbers_json):
         """The figures now in view: rendered ahead after the one last touched."""
         self.watched = [int(n) for n in json.loads(numbers_json) if int(n) in self.known]
@@ -273,26 +351,47 @@ class Worker:
                 return session
         return None
 
+    def _dragged(self):
+        """The figure last touched, if the state next along the reader's drag is due."""
+        if self.touched:
+            session = self.sessions[self.touched[-1]]
+            if session.predicted is not None:
+                return session
+        return None
+
+    async def _idle(self, seconds=None):
+        """Wait until a call wakes the loop (or ``seconds`` pass)."""
+        self.wake.clear()
+        try:
+            await asyncio.wait_for(self.wake.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
     async def render_ahead(self):
-        """Forever: render one state ahead per event-loop turn while there is one."""
+        """Forever: render one state ahead per event-loop turn while there is one, and
+        post its view to the page. The state next along a drag goes at once; the rest
+        wait for a pause in the page's calls."""
         while True:
+            session = self._dragged()
             quiet = self.last_call + QUIET_S - time.monotonic()
-            if quiet > 0:
-                await asyncio.sleep(quiet)
+            if session is None and quiet > 0:
+                await self._idle(quiet)
                 continue
-            session = self._next_ahead()
+            session = session or self._next_ahead()
             if session is None:
                 if self.load_next():  # idle: import the figures not yet needed
                     await asyncio.sleep(0)
                     continue
-                self.wake.clear()
-                await self.wake.wait()
+                await self._idle()
                 continue
-            session.render_one_ahead()
+            view = session.render_one_ahead()
             number = session.figure.number
+            if view is not None:
+                self.post(f'{{"type":"view","number":{number},"view":{view}}}')
             if not session.has_upcoming or time.monotonic() - self.last_report.get(number, 0) > 0.25:
                 self.last_report[number] = time.monotonic()
-                self.post({"type": "ahead", "number": number, "ready": session.ahead})
+                around = encode_state(session.figure, session.center) if session.center else ""
+                self.post({"type": "ahead", "number": number, "ready": session.ahead, "around": around})
             await asyncio.sleep(0)
 
 
@@ -301,12 +400,12 @@ def serve():
     from polyscript import xworker  # the worker's end of PyScript's channel to the page
     from pyscript import sync
 
-    def post(message):
-        xworker.postMessage(MESSAGE_PREFIX + _dumps(message))
+    def post(message):  # a dict, or JSON text already made
+        xworker.postMessage(MESSAGE_PREFIX + (message if isinstance(message, str) else _dumps(message)))
 
     try:
         worker = Worker(post)
-        for name in ("update", "press", "restore", "watch", "rehearsal"):
+        for name in ("update", "press", "restore", "touch", "watch", "rehearsal"):
             setattr(sync, name, getattr(worker, name))
         asyncio.ensure_future(worker.render_ahead())
     except Exception as error:

@@ -9,6 +9,11 @@
 // Latest wins: a figure has at most one call in flight; inputs that arrive meanwhile
 // only mark it dirty, and the controls are read when the next call leaves, so a fast
 // drag never queues up. Answers are painted on the next animation frame, newest only.
+//
+// Views ahead: the worker posts the views it renders ahead (the states a control change
+// away, and the next one along a drag), each under the control readings that select it.
+// When the controls come to read a key the page holds, the view is painted at once, in
+// the input's own task, with no call: a drag over rendered states costs only the paint.
 (function () {
   "use strict";
   const root = document.documentElement;
@@ -16,6 +21,7 @@
   const SLOW_START_MS = 45000;  // say "still loading" after this long
   const REHEARSALS = 4;  // idle-time chart redraws that compile plotly's update path
   const MESSAGE_PREFIX = "playbook:";
+  const VIEWS_KEPT = 1024;  // views ahead kept for all figures together (~12 KB each)
 
   // ---------------------------------------------------------------------------
   // Charts: theme, palette, plotly loading
@@ -153,14 +159,29 @@
     figures.forEach(function (figure) { figure.unavailable(); });
   }
 
+  // Views the worker rendered, by figure and readings key; least recently used first.
+  const viewsAhead = new Map();
+  function keepView(number, answer) {
+    const view = answer.view;
+    if (!view || !view.key || answer.error || Object.keys(answer.errors || {}).length) return;
+    const key = number + " " + view.key;
+    viewsAhead.delete(key);
+    viewsAhead.set(key, answer);
+    if (viewsAhead.size > VIEWS_KEPT) viewsAhead.delete(viewsAhead.keys().next().value);
+  }
+
   function onWorkerMessage(event) {
     if (typeof event.data !== "string" || !event.data.startsWith(MESSAGE_PREFIX)) return;
     const message = JSON.parse(event.data.slice(MESSAGE_PREFIX.length));
     if (message.type === "ready") started();
     else if (message.type === "failed") fail(message.error);
+    else if (message.type === "view") keepView(message.number, { number: message.number, errors: {}, view: message.view, error: null });
     else if (message.type === "ahead") {
       const figure = byNumber.get(message.number);
-      if (figure) figure.element.dataset.ahead = String(message.ready);
+      if (figure) {
+        figure.element.dataset.ahead = String(message.ready);  // how many states around aheadOf
+        figure.element.dataset.aheadOf = message.around;
+      }
     }
   }
 
@@ -227,7 +248,9 @@
       const answer = JSON.parse(text);
       const figure = answer && byNumber.get(answer.number);
       if (!figure) return;
-      figure.paintNow(answer, true);
+      keepView(figure.number, answer);
+      figure.seq += 1;  // newer than any answer still on its way
+      figure.paintNow(answer, true, figure.seq);
       figure.element.scrollIntoView();
     }, function (error) { fail(String(error)); });
   }
@@ -265,8 +288,15 @@
     this.values = {};  // values a click on the drawing sets, sent with the next call
     this.queue = [];  // presses, in order (never dropped)
     this.inflight = false;
+    this.pressing = false;  // the call in flight is a press
     this.answer = null;  // the newest answer not yet painted
+    this.answerSeq = 0;
     this.frame = 0;
+    // Every input, press and click counts one; a call carries the count it was sent at,
+    // and an answer older than what is painted is never painted.
+    this.seq = 0;
+    this.paintedSeq = 0;
+    this.paintedThisFrame = false;
     this.rememberUrl = false;
     this.rehearsals = REHEARSALS;
     this.timers = {};  // play toggles' intervals
@@ -274,10 +304,10 @@
     this.controls.forEach(function (node) {
       const key = node.dataset.control;
       if (node.tagName === "BUTTON") {
-        node.addEventListener("click", function () { self.queue.push({ press: key }); self.request(); });
+        node.addEventListener("click", function () { self.seq += 1; self.queue.push({ press: key }); self.request(); });
         return;
       }
-      node.addEventListener("input", function () { self.dirty = true; self.request(); });
+      node.addEventListener("input", function () { self.moved(); });
       node.addEventListener("change", function () {
         self.rememberUrl = true;
         if (node.dataset.drives) self.play(node);
@@ -296,6 +326,7 @@
         if (at > 0) self.values[pair.slice(0, at).trim()] = pair.slice(at + 1).trim();
       });
       self.rememberUrl = true;
+      self.seq += 1;
       self.request();
     };
     view.addEventListener("click", activate);
@@ -304,6 +335,37 @@
 
   LiveFigure.prototype.busy = function () {
     return this.inflight || this.dirty || this.queue.length > 0 || this.answer !== null || Object.keys(this.values).length > 0;
+  };
+
+  // The reader moved a control: paint a view kept for the new readings now, or ask.
+  LiveFigure.prototype.moved = function () {
+    this.seq += 1;
+    if (this.paintKept()) return;
+    this.dirty = true;
+    this.request();
+  };
+
+  // The controls' readings as the worker keys its views (FigureSession.readings_key).
+  LiveFigure.prototype.readingsKey = function () {
+    const readings = this.readings();
+    return JSON.stringify(Object.keys(readings).sort().map((key) => [key, String(readings[key])]));
+  };
+
+  LiveFigure.prototype.paintKept = function () {
+    if (!worker.ready || this.pressing || this.queue.length || Object.keys(this.values).length) return false;
+    const key = this.number + " " + this.readingsKey();
+    const answer = viewsAhead.get(key);
+    if (!answer) return false;
+    viewsAhead.delete(key);
+    viewsAhead.set(key, answer);
+    this.dirty = false;  // these readings are answered
+    if (this.paintedThisFrame) {
+      this.schedule(answer, this.seq);  // a burst of inputs in one frame: paint the newest once
+    } else {
+      this.paintNow(answer, false, this.seq);
+    }
+    call("touch", this.number, JSON.stringify(answer.view.state)).catch(function () {});
+    return true;
   };
 
   LiveFigure.prototype.request = function () {
@@ -326,6 +388,8 @@
     if (!worker.ready || this.inflight) return;
     const state = this.state ? JSON.stringify(this.state) : "";
     let pending;
+    const seq = this.seq;
+    this.pressing = this.queue.length > 0;
     if (this.queue.length) {
       pending = call("press", this.number, this.queue.shift().press, state);
     } else if (this.dirty || Object.keys(this.values).length) {
@@ -340,33 +404,50 @@
     const self = this;
     pending.then(function (text) {
       self.inflight = false;
-      self.receive(JSON.parse(text));
+      self.pressing = false;
+      self.receive(JSON.parse(text), seq);
       self.pump();
     }, function (error) {
       self.inflight = false;
+      self.pressing = false;
       fail(String(error));
     });
   };
 
-  LiveFigure.prototype.receive = function (answer) {
+  LiveFigure.prototype.receive = function (answer, seq) {
     performance.mark("playbook:answer", { detail: this.number });  // for DevTools and bench/browser.py
+    keepView(this.number, answer);
+    if (seq < this.paintedSeq) return this.settle();  // a newer state is painted already
+    this.schedule(answer, seq);
+  };
+
+  // Paint `answer` on the next animation frame (an older unpainted one is replaced).
+  LiveFigure.prototype.schedule = function (answer, seq) {
     if (answer.view) this.state = answer.view.state;
-    this.answer = answer;  // an older unpainted answer is simply replaced
+    this.answer = answer;
+    this.answerSeq = seq;
     if (!this.frame) {
       const self = this;
       this.frame = requestAnimationFrame(function () {
         self.frame = 0;
         const newest = self.answer;
         self.answer = null;
-        if (newest) self.paintNow(newest, false);
+        if (newest && self.answerSeq >= self.paintedSeq) self.paintNow(newest, false, self.answerSeq);
+        else self.settle();
       });
     }
   };
 
-  // Paint one answer. `writeFields`: also rewrite typed fields (a restore or a press;
-  // never the text a reader is typing).
-  LiveFigure.prototype.paintNow = function (answer, writeFields) {
+  // Paint one answer, for input number `seq`. `writeFields`: also rewrite typed fields
+  // (a restore or a press; never the text a reader is typing).
+  LiveFigure.prototype.paintNow = function (answer, writeFields, seq) {
     performance.mark("playbook:paint", { detail: this.number });
+    this.paintedSeq = Math.max(this.paintedSeq, seq);
+    if (!this.paintedThisFrame) {
+      this.paintedThisFrame = true;
+      const self = this;
+      requestAnimationFrame(function () { self.paintedThisFrame = false; });
+    }
     const element = this.element;
     this.showFieldErrors(answer.errors || {});
     if (answer.error) {
@@ -381,10 +462,14 @@
       this.writeControls(view.controls, writeFields);
       paintView(element, view);
     }
-    if (!this.busy()) {
-      element.removeAttribute("data-busy");
-      if (this.rememberUrl) this.remember();
-    }
+    this.settle();
+  };
+
+  // Nothing left to paint: the figure is not busy, and a finished move goes in the URL.
+  LiveFigure.prototype.settle = function () {
+    if (this.busy()) return;
+    this.element.removeAttribute("data-busy");
+    if (this.rememberUrl) this.remember();
   };
 
   LiveFigure.prototype.writeControls = function (controls, writeFields) {
@@ -450,8 +535,7 @@
       if (self.inflight || self.dirty) return;  // never queue frames behind a slow render
       const next = Number(slider.value) + Number(slider.step || 1);
       slider.value = String(next > Number(slider.max) ? slider.min : next);
-      self.dirty = true;
-      self.request();
+      self.moved();
     }, Number(toggle.dataset.intervalMs || 700));
   };
 

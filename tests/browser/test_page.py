@@ -94,8 +94,11 @@ def test_a_figure_in_view_renders_its_nearby_states_while_the_reader_is_idle(ses
     page, figure = session.page, registry()[15]
     set_control(page, figure, "P", 6)
     page.evaluate("document.getElementById('fig-15').scrollIntoView()")
-    planned = len(nearby_states(figure, figure.validate_state({**read_state(page, figure), "P": 6}), 10_000))
-    page.wait_for_function(f"Number(document.getElementById('fig-15').dataset.ahead) >= {min(planned, 96)}", timeout=30_000)
+    here = figure.validate_state({**read_state(page, figure), "P": 6})
+    planned = len(nearby_states(figure, here, 10_000))
+    page.wait_for_function("([around, count]) => { const f = document.getElementById('fig-15'); "
+                           "return f.dataset.aheadOf === around && Number(f.dataset.ahead) >= count; }",
+                           arg=[encode_state(figure, here), min(planned, 96)], timeout=30_000)
     # what was rendered ahead is what the reader then sees: two steps along m, then a jump along P
     for key, value in (("m", figure.validate_state(read_state(page, figure))["m"] + 2), ("P", 16)):
         set_control(page, figure, key, value)

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from figures import registry
-from figures.contract import encode_state
+from figures.contract import encode_state, nearby_states
 
 from tests.browser.drive import assert_shows, read_state, readouts, set_control, settle
 from tests.browser.harness import PageSession
@@ -39,9 +39,10 @@ def test_the_page_thread_holds_no_pyodide(session):
 
 MONITOR = """anchor => {
   const figure = document.getElementById(anchor);
-  window.__painted = [];
-  new MutationObserver(() => window.__painted.push(figure.dataset.fragment))
-    .observe(figure, {attributes: true, attributeFilter: ['data-fragment']});
+  if (window.__monitor) window.__monitor.disconnect();  // one watcher, even if an earlier test set one
+  const painted = window.__painted = [];
+  window.__monitor = new MutationObserver(() => painted.push(figure.dataset.fragment));
+  window.__monitor.observe(figure, {attributes: true, attributeFilter: ['data-fragment']});
 }"""
 
 
@@ -65,9 +66,77 @@ def test_a_fast_drag_coalesces_and_never_paints_a_stale_state(session):
     painted = page.evaluate("window.__painted")
     final = {**read_state(page, FIFTEEN), "m": int(made[-1])}
     assert painted[-1] == encode_state(FIFTEEN, final)
-    assert len(painted) <= 3, painted  # not forty: readings are taken when a call leaves
+    # not forty: readings are taken when a call leaves, and of the views the page kept only
+    # the first is painted in the input's task, the newest on the next frame
+    assert len(painted) <= 4, painted
     order = [int(fragment.split("m=")[1].split(",")[0]) for fragment in painted]
     assert order == sorted(order, reverse=True), order  # never an older state after a newer one
+    assert_shows(page, FIFTEEN, final)
+
+
+def wait_for_views_around(page, figure):
+    """Until the worker has sent the page the views one step from the figure's state."""
+    around = encode_state(figure, read_state(page, figure))
+    steps = len(nearby_states(figure, read_state(page, figure), 4))
+    page.wait_for_function("([anchor, around, steps]) => { const f = document.getElementById(anchor); "
+                           "return f.dataset.aheadOf === around && Number(f.dataset.ahead) >= steps; }",
+                           arg=[figure.anchor, around, steps], timeout=30_000)
+
+
+STEP = """([anchor, key, position]) => {
+  const figure = document.getElementById(anchor);
+  const slider = figure.querySelector(`[data-control=${key}]`);
+  slider.value = position;
+  slider.dispatchEvent(new Event('input', {bubbles: true}));
+  return {fragment: figure.dataset.fragment, busy: figure.hasAttribute('data-busy')};
+}"""
+
+
+def test_a_step_to_a_state_sent_ahead_paints_in_the_inputs_own_task(session):
+    """No call, no frame wait: the drawing, readouts and link change before the input's
+    own task ends; then the worker, told where the reader is, sends the next along the
+    drag, so a slow drag paints every step at once."""
+    page = session.page
+    set_control(page, FIFTEEN, "P", 8)
+    settle(page, FIFTEEN.anchor)
+    m = FIFTEEN.control("m")
+    for step in range(3):
+        wait_for_views_around(page, FIFTEEN)
+        state = read_state(page, FIFTEEN)
+        index = m.values.index(state["m"])
+        target = {**state, "m": m.values[index + 1 if index + 1 < len(m.values) else index - 1]}
+        shown = page.evaluate(STEP, [FIFTEEN.anchor, "m", str(m.position(target["m"]))])
+        assert shown == {"fragment": encode_state(FIFTEEN, target), "busy": False}, step
+        assert_shows(page, FIFTEEN, target)
+
+
+def test_a_kept_view_never_paints_over_a_newer_state(session):
+    """A move to a state the page holds, while the answer to an older move is on its way:
+    that answer arrives after and is not painted."""
+    page = session.page
+    set_control(page, FIFTEEN, "P", 11)  # states no other test visits: none kept yet
+    set_control(page, FIFTEEN, "v", 3)
+    settle(page, FIFTEEN.anchor)
+    wait_for_views_around(page, FIFTEEN)
+    page.evaluate(MONITOR, FIFTEEN.anchor)
+    state = read_state(page, FIFTEEN)
+    m = FIFTEEN.control("m")
+    here = m.values.index(state["m"])
+    far = m.values[0] if here > len(m.values) // 2 else m.values[-1]  # beyond the states sent ahead
+    near = m.values[here - 1] if here > 0 else m.values[here + 1]
+    shown = page.evaluate("""([far, near]) => {
+      const slider = document.querySelector('#fig-15 [data-control=m]');
+      slider.value = far;  // asks the worker
+      slider.dispatchEvent(new Event('input', {bubbles: true}));
+      const busy = document.getElementById('fig-15').hasAttribute('data-busy');
+      slider.value = near;  // kept: painted at once, before the answer for `far` comes
+      slider.dispatchEvent(new Event('input', {bubbles: true}));
+      return busy;
+    }""", [str(m.position(far)), str(m.position(near))])
+    assert shown is True
+    settle(page, FIFTEEN.anchor)
+    final = {**state, "m": near}
+    assert page.evaluate("window.__painted") == [encode_state(FIFTEEN, final)]
     assert_shows(page, FIFTEEN, final)
 
 

@@ -1,0 +1,105 @@
+"""The worker's Python, in CPython: readings keys, drag prediction, and the views it
+posts ahead to the page (figures/worker.py; the page's side is tests/browser/test_worker.py)."""
+import asyncio
+import json
+
+import pytest
+
+from figures import registry
+from figures.contract import Number, Slider, Toggle, nearby_states
+from figures.worker import FigureSession, Worker
+
+FIGURES = sorted(registry().values(), key=lambda f: f.number)
+
+
+def page_key(readings):
+    """What playbook.js's readingsKey() makes of the controls' readings."""
+    return json.dumps([[key, str(readings[key]).lower() if isinstance(readings[key], bool) else str(readings[key])]
+                       for key in sorted(readings)], separators=(",", ":"), ensure_ascii=False)
+
+
+def page_readings(figure, state):
+    """Every control's reading as the page holds it once ``state`` is painted."""
+    readings = {}
+    for control in figure.stateful_controls:
+        value = state[control.key]
+        if isinstance(control, Slider):
+            readings[control.key] = str(control.position(value))
+        elif isinstance(control, Toggle):
+            readings[control.key] = bool(value)
+        elif isinstance(control, Number):
+            readings[control.key] = control.display(value)
+        else:
+            readings[control.key] = str(value)
+    return readings
+
+
+@pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"fig{f.number:02d}")
+def test_a_views_key_is_the_readings_that_select_exactly_its_state(figure):
+    worker = Worker(lambda message: None)
+    session = FigureSession(figure)
+    for state in [figure.default_state(), *nearby_states(figure, figure.default_state(), 12)]:
+        readings = page_readings(figure, state)
+        key = session.readings_key(state)
+        assert key == page_key(readings), figure.number
+        answer = json.loads(worker.update(figure.number, json.dumps(readings), "{}", ""))
+        assert answer["view"]["state"] == state and answer["view"]["key"] == key and answer["errors"] == {}
+
+
+def test_a_typed_number_whose_shown_text_rounds_it_gets_no_key():
+    planner = registry()[21]
+    session = FigureSession(planner)
+    state = {**planner.default_state(), "tokens": 312_345_678_901.5}
+    assert planner.validate_state(state) == state
+    assert session.readings_key(state) is None  # its field would read "3.12346e+11": ask the worker
+    assert session.readings_key(planner.default_state()) is not None
+
+
+def test_a_drag_renders_the_next_state_along_it_first():
+    fifteen = registry()[15]
+    worker = Worker(lambda message: None)
+    slider = fifteen.control("m")
+    values = slider.values
+    start = values.index(fifteen.default_state()["m"])
+    for index in (start, start + 2):  # a drag skipping one stop per move
+        state = {**fifteen.default_state(), "m": values[index]}
+        worker.update(15, json.dumps(page_readings(fifteen, state)), "{}", "")
+    session = worker.sessions[15]
+    assert session.predicted == {**fifteen.default_state(), "m": values[start + 4]}
+    view = json.loads(session.render_one_ahead())
+    assert view["state"]["m"] == values[start + 4] and view["key"]
+    assert session.predicted is None and session.render_one_ahead() is None  # then the nearby list is made
+
+
+def test_no_prediction_when_two_controls_changed_or_at_the_end_of_the_range():
+    fifteen = registry()[15]
+    session = FigureSession(fifteen)
+    default = fifteen.default_state()
+    m_values, p_values = fifteen.control("m").values, fifteen.control("P").values
+    other_m = m_values[(m_values.index(default["m"]) + 1) % len(m_values)]
+    other_p = p_values[(p_values.index(default["P"]) + 1) % len(p_values)]
+    assert session.next_along_drag(default, {**default, "m": other_m, "P": other_p}) is None
+    at_end = {**default, "m": m_values[-1]}
+    assert session.next_along_drag({**default, "m": m_values[-2]}, at_end) is None
+
+
+def test_the_render_ahead_loop_posts_each_view_once_nearest_first():
+    posted = []
+    worker = Worker(posted.append)
+    four = registry()[4]
+
+    async def run():
+        task = asyncio.ensure_future(worker.render_ahead())
+        worker.watch("[4]")
+        await asyncio.sleep(1.0)
+        task.cancel()
+
+    asyncio.run(run())
+    views = [json.loads(m)["view"] for m in posted if isinstance(m, str)]
+    states = [view["state"] for view in views]
+    expected = nearby_states(four, four.default_state(), len(states))
+    assert len(states) >= 10 and states == expected
+    assert all(view["key"] for view in views)
+    assert len({json.dumps(s, sort_keys=True) for s in states}) == len(states)  # never twice
+    progress = [m for m in posted if isinstance(m, dict)]
+    assert progress and progress[-1]["type"] == "ahead" and progress[-1]["number"] == 4
