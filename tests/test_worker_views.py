@@ -1,5 +1,5 @@
 """The worker's Python, in CPython: readings keys, drag prediction, and the views it
-posts ahead to the page (figures/worker.py; the page's side is tests/browser/test_worker.py)."""
+posts ahead to the page (figures/worker.py; the page side: tests/browser/test_worker.py)."""
 import asyncio
 import json
 
