@@ -2,6 +2,7 @@
 posts ahead to the page (figures/worker.py; the page side: tests/browser/test_worker.py)."""
 import asyncio
 import json
+import threading
 
 import pytest
 
@@ -94,7 +95,10 @@ def test_the_render_ahead_loop_posts_each_view_once_nearest_first():
         await asyncio.sleep(1.0)
         task.cancel()
 
-    asyncio.run(run())
+    # its own thread: Playwright's sync API may hold a running loop in this one
+    thread = threading.Thread(target=asyncio.run, args=(run(),))
+    thread.start()
+    thread.join()
     views = [json.loads(m)["view"] for m in posted if isinstance(m, str)]
     states = [view["state"] for view in views]
     expected = nearby_states(four, four.default_state(), len(states))
