@@ -33,7 +33,7 @@ import traceback
 from collections import OrderedDict
 
 import figures
-from figures.contract import Number, Select, Slider, Toggle, decode_fragment, encode_state, nearby_states
+from figures.contract import Number, Slider, Toggle, decode_fragment, encode_state, nearby_states
 
 VIEW_CACHE_SIZE = 128  # views kept per figure
 AHEAD_LIMIT = 96  # states rendered ahead per figure, nearest first
@@ -104,28 +104,10 @@ class FigureSession:
             self.views.popitem(last=False)
         return cached
 
-    def readings_key(self, state):
-        """The page's key for ``state``: its controls' readings, sorted by control key, as
-        JSON (``[["N","16"],["stage","2"]]``); playbook.js builds the same text from the
-        controls. None when those readings would not select exactly ``state`` (a typed
-        number whose shown text rounds it): the page must then ask the worker."""
-        readings = {}
-        for control in self.figure.stateful_controls:
-            value = state[control.key]
-            if isinstance(control, Slider):
-                readings[control.key] = str(control.position(value))
-            elif isinstance(control, Toggle):
-                readings[control.key] = "true" if value else "false"
-            elif isinstance(control, Number):
-                readings[control.key] = control.display(value)
-            else:
-                readings[control.key] = str(value)
-        again, errors = self.figure.check_state(self.values_from_readings(readings))
-        if errors or _state_key(again) != _state_key(state):
-            return None
-        return json.dumps(sorted(readings.items()), separators=(",", ":"), ensure_ascii=False)
-
-    def describe(self, state, view):
+    def control_positions(self, state):
+        """Each control as the page shows ``state``: ``[position, text]``, the position
+        being what its native element holds (a slider's position, a checkbox's state, a
+        field's or a menu's text) and the text what is shown beside a slider."""
         controls = {}
         for control in self.figure.stateful_controls:
             value = state[control.key]
@@ -135,13 +117,28 @@ class FigureSession:
                 controls[control.key] = [bool(value), ""]
             elif isinstance(control, Number):
                 controls[control.key] = [control.display(value), ""]
-            elif isinstance(control, Select):
+            else:
                 controls[control.key] = [str(value), ""]
+        return controls
+
+    def readings_key(self, state):
+        """The page's key for ``state``: its controls' readings, sorted by control key, as
+        JSON (``[["N","16"],["stage","2"]]``); playbook.js builds the same text from the
+        controls. None when those readings would not select exactly ``state`` (a typed
+        number whose shown text rounds it): the page must then ask the worker."""
+        readings = {key: ("true" if position else "false") if isinstance(position, bool) else position
+                    for key, (position, _) in self.control_positions(state).items()}
+        again, errors = self.figure.check_state(self.values_from_readings(readings))
+        if errors or _state_key(again) != _state_key(state):
+            return None
+        return json.dumps(sorted(readings.items()), separators=(",", ":"), ensure_ascii=False)
+
+    def describe(self, state, view):
         return {
             "state": state,
             "key": self.readings_key(state),
             "fragment": encode_state(self.figure, state),
-            "controls": controls,
+            "controls": self.control_positions(state),
             "svg": view.svg,
             "plot": view.plot,
             "readoutsHtml": "".join(r.html() for r in view.readouts),
@@ -199,8 +196,7 @@ class FigureSession:
         there = 2 * here - values.index(previous[moved[0].key])
         if not 0 <= there < len(values):
             return None
-        candidate = self.figure.validate_state({**state, moved[0].key: values[there]})
-        return None if _state_key(candidate) in self.sent else candidate
+        return self.figure.validate_state({**state, moved[0].key: values[there]})
 
     @property
     def has_upcoming(self):
@@ -231,11 +227,10 @@ class FigureSession:
             self.upcoming.reverse()
             self.planned = len(self.upcoming)
             return None
-        while self.upcoming:
-            state = self.upcoming.pop()
-            if _state_key(state) in self.sent and _state_key(state) in self.views:
-                continue
-            return self.send(state)
+        while self.upcoming:  # states the page has are passed over in the same turn
+            view = self.send(self.upcoming.pop())
+            if view is not None:
+                return view
         return None
 
     @property
