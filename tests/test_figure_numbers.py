@@ -7,14 +7,10 @@ import pytest
 
 from figures import fig15_pipeline_schedules as fig15, fmt, palette, registry
 from models import memory, pipeline
+from tests.figure_views import SVG, readouts
 from tests.test_svg import bars, numbers_drawn
 
-SVG = "{http://www.w3.org/2000/svg}"
 ZERO_7_5B_N64 = {0: "120 GB", 1: "31.4 GB", 2: "16.6 GB", 3: "1.88 GB"}  # ZeRO paper, Fig. 1
-
-
-def readouts(view):
-    return {r.key: r for r in view.readouts}
 
 
 @pytest.mark.parametrize("stage", memory.STAGES)

@@ -7,29 +7,10 @@ import pytest
 
 from figures import registry
 from models import activations, context, tensor
+from tests.figure_views import SVG, shapes, texts, values, view
 from tests.published_cases import published_cases
 
-SVG = "{http://www.w3.org/2000/svg}"
 GiB = 2**30
-
-
-def view(number, **changes):
-    figure = registry()[number]
-    return figure.render(figure.validate_state({**figure.default_state(), **changes}))
-
-
-def values(v):
-    return {r.key: r.value for r in v.readouts}
-
-
-def texts(v):
-    return [t.text for t in ET.fromstring(v.svg).iter(SVG + "text")]
-
-
-def shapes(v, css):
-    """How many shapes (subpaths) the drawing's paths of class ``css`` hold."""
-    return sum(len(re.findall("M", p.get("d"))) for p in ET.fromstring(v.svg).iter(SVG + "path")
-               if css in (p.get("class") or "").split() and p.get("d") != "M0 0")
 
 
 # ---- Figure 11 ------------------------------------------------------------------------------------

@@ -7,23 +7,8 @@ import pytest
 from figures import fmt, registry
 from models import collectives, cuts, reliability
 from models.mesh import Mesh
+from tests.figure_views import SVG, paths, readouts, view
 from tests.published_cases import published_cases
-
-SVG = "{http://www.w3.org/2000/svg}"
-
-
-def view(number, **state):
-    figure = registry()[number]
-    return figure.render(figure.validate_state({**figure.default_state(), **state}))
-
-
-def readouts(v):
-    return {r.key: r for r in v.readouts}
-
-
-def paths(v, cls):
-    """The <path> elements of class ``cls`` in the drawing."""
-    return [p for p in ET.fromstring(v.svg).iter(SVG + "path") if cls in (p.get("class") or "").split()]
 
 
 def boxes_in(path):

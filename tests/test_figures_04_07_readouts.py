@@ -5,28 +5,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from figures import registry
 from models import ddp, hardware, memory, overlap, sampler
-
-SVG = "{http://www.w3.org/2000/svg}"
-
-
-def view(number, **changes):
-    figure = registry()[number]
-    state = figure.validate_state({**figure.default_state(), **changes})
-    return state, figure.render(state)
-
-
-def values(rendered):
-    return {r.key: r.value for r in rendered.readouts}
-
-
-def texts(rendered):
-    return [t.text for t in ET.fromstring(rendered.svg).iter(f"{SVG}text")]
-
-
-def paths(rendered, cls):
-    return [p for p in ET.fromstring(rendered.svg).iter(f"{SVG}path") if cls in (p.get("class") or "").split()]
+from tests.figure_views import SVG, paths, render, texts, values
 
 
 # --- Figure 04 --------------------------------------------------------------------------------
@@ -34,7 +14,7 @@ def paths(rendered, cls):
 @pytest.mark.parametrize("changes", [{}, {"variant": "no_rank_offset", "dp": 2}, {"variant": "epoch_not_set", "epochs": 4},
                                      {"dp": 1024, "dataset": 16, "micro": 64, "accum": 64}, {"dp": 64, "variant": "no_rank_offset"}])
 def test_04_readouts_are_the_models(changes):
-    state, rendered = view(4, **changes)
+    state, rendered = render(4, **changes)
     audit = sampler.sampler_audit(state["dataset"], state["dp"], state["epochs"], variant=state["variant"])
     got = values(rendered)
     assert got["global_batch"] == sampler.global_batch_samples(state["micro"], state["accum"], state["dp"])
@@ -44,13 +24,13 @@ def test_04_readouts_are_the_models(changes):
 
 
 def test_04_default_is_the_article_example_and_a_clean_sampler():
-    assert values(view(4, dp=64)[1])["global_batch"] == 2048  # 4 x 8 x 64, the article's example
-    got = values(view(4)[1])
+    assert values(render(4, dp=64)[1])["global_batch"] == 2048  # 4 x 8 x 64, the article's example
+    got = values(render(4)[1])
     assert (got["unique_fraction"], got["duplicated_samples"], got["repeated_epochs"]) == (1.0, 0, 0)
 
 
 def test_04_two_ranks_without_a_rank_offset_draw_half_the_data_twice():
-    _, rendered = view(4, variant="no_rank_offset", dp=2)
+    _, rendered = render(4, variant="no_rank_offset", dp=2)
     assert values(rendered)["unique_fraction"] == 0.5
     # every drawn cell of the strips is red and numbered 2; half of each strip is empty
     assert len(paths(rendered, "stroke-warn")) == 1 and len(paths(rendered, "svg-empty")) == 1
@@ -60,19 +40,19 @@ def test_04_two_ranks_without_a_rank_offset_draw_half_the_data_twice():
 def test_04_dashboard_is_identical_for_every_sampler():
     dashboards = set()
     for variant in sampler.VARIANTS:
-        lines = texts(view(4, variant=variant)[1])
+        lines = texts(render(4, variant=variant)[1])
         start = lines.index("The dashboard")
         dashboards.add(tuple(lines[start + 3:start + 7]))
     assert len(dashboards) == 1
 
 
 def test_04_draws_at_most_16_ranks_and_says_so():
-    _, rendered = view(4, dp=1024, accum=64)
+    _, rendered = render(4, dp=1024, accum=64)
     assert "not drawn: 1008 more ranks and 48 more steps" in texts(rendered)
     assert "ranks 16 to 1023 in grey" in texts(rendered)
     grid = [p for p in ET.fromstring(rendered.svg).iter(f"{SVG}path") if (p.get("class") or "").startswith("fill-")]
     assert sum(p.get("d").count("z") for p in grid) == 16 * 16  # a 16 x 16 grid of microbatches
-    assert "epoch 1: 64/64 drawn, same order as epoch 0" in texts(view(4, variant="epoch_not_set")[1])
+    assert "epoch 1: 64/64 drawn, same order as epoch 0" in texts(render(4, variant="epoch_not_set")[1])
 
 
 # --- Figure 05 --------------------------------------------------------------------------------
@@ -86,7 +66,7 @@ def _step(state):
 @pytest.mark.parametrize("changes", [{}, {"bucket_mb": 1}, {"bucket_mb": 1024}, {"layers": 1024, "params": 125_000_000},
                                      {"bw_GBps": 450, "alpha_us": 1, "backward_ms": 50}])
 def test_05_readouts_are_the_models(changes):
-    state, rendered = view(5, **changes)
+    state, rendered = render(5, **changes)
     step = _step(state)
     got = values(rendered)
     assert got["buckets"] == len(step.bucket_layers)
@@ -96,15 +76,15 @@ def test_05_readouts_are_the_models(changes):
 
 
 def test_05_default_is_pytorchs_25_mib_and_the_sweet_spot_is_in_between():
-    state, rendered = view(5)
+    state, rendered = render(5)
     assert state["bucket_mb"] == 25 and values(rendered)["buckets"] == 86  # 1 MiB bucket, then 25 MiB (2 layers each)
-    exposed = {cap: values(view(5, bucket_mb=cap)[1])["exposed_comm_s"] for cap in (1, 25, 1024)}
+    exposed = {cap: values(render(5, bucket_mb=cap)[1])["exposed_comm_s"] for cap in (1, 25, 1024)}
     assert exposed[25] < exposed[1] / 10 and exposed[25] < exposed[1024] / 10
 
 
 def test_05_draws_one_bar_per_bucket_on_each_lane_and_marks_the_tail():
     for cap in (1, 25, 1024):
-        state, rendered = view(5, bucket_mb=cap)
+        state, rendered = render(5, bucket_mb=cap)
         step = _step(state)
         comm = sum(p.get("d").count("M") for p in paths(rendered, "stroke-comm"))
         compute = sum(p.get("d").count("M") for p in paths(rendered, "stroke-backward"))
@@ -126,7 +106,7 @@ def _resources(state):
 @pytest.mark.parametrize("changes", [{}, {"channels": 64}, {"mem_bound": 0.8, "sms": 108}, {"bw_GBps": 50},
                                      {"sms": 304, "comm_mb": 10000, "compute_ms": 1}])
 def test_06_readouts_are_the_models(changes):
-    state, rendered = view(6, **changes)
+    state, rendered = render(6, **changes)
     r = _resources(state)
     got = values(rendered)
     assert got["overlap_efficiency"] == r.overlap_efficiency
@@ -136,20 +116,20 @@ def test_06_readouts_are_the_models(changes):
 
 
 def test_06_default_lands_in_the_articles_60_to_90_percent():
-    got = values(view(6)[1])
+    got = values(render(6)[1])
     assert 0.6 <= got["overlap_efficiency"] <= 0.9
     assert 1.05 <= got["compute_slowdown"] <= 1.15  # the article's 5-15% tax
     assert got["step_time_s"] > got["nominal_step_s"]
 
 
 def test_06_three_gauges_and_three_timelines():
-    _, rendered = view(6)
+    _, rendered = render(6)
     lines = texts(rendered)
     assert [t.split(":")[0] for t in lines if t.split(":")[0] in ("Link", "SMs", "HBM bandwidth")] == ["Link", "SMs", "HBM bandwidth"]
     assert "SMs: 16 of 132 held by NCCL channels" in lines
     steps = [t for t in lines if ": step " in t]
     assert len(steps) == 3 and steps[1].endswith("10.9 ms")
-    exposed = paths(view(6, bw_GBps=50)[1], "fill-exposed")
+    exposed = paths(render(6, bw_GBps=50)[1], "fill-exposed")
     assert len(exposed) == 3 and all(re.search(r"h[1-9]", p.get("d")) for p in exposed)
 
 
@@ -158,7 +138,7 @@ def test_06_three_gauges_and_three_timelines():
 @pytest.mark.parametrize("changes", [{}, {"N": 4096}, {"gpu": "mi300x", "N": 1}, {"optimizer": "adam_fp32", "activations_gb": 50},
                                      {"params": 1_000_000_000_000, "gpu": "b200"}])
 def test_07_readouts_are_the_models(changes):
-    state, rendered = view(7, **changes)
+    state, rendered = render(7, **changes)
     wall = memory.ddp_memory(state["params"], state["N"], hardware.GPUS[state["gpu"]].hbm_bytes,
                              optimizer=state["optimizer"], activations_bytes=state["activations_gb"] * 1e9)
     got = values(rendered)
@@ -169,7 +149,7 @@ def test_07_readouts_are_the_models(changes):
 
 
 def test_07_default_is_the_articles_7b_that_fits_nowhere():
-    got = values(view(7)[1])
+    got = values(render(7)[1])
     assert got["per_device_bytes"] == 112e9 and got["fits"] == 0  # 16 bytes x 7B > 80 GiB
     assert got["aggregate_bytes"] == 8 * 112e9
 
@@ -177,11 +157,11 @@ def test_07_default_is_the_articles_7b_that_fits_nowhere():
 def test_07_bars_do_not_move_with_n_and_only_the_job_panel_does():
     bars = {}
     for n in (1, 64, 4096):
-        rendered = view(7, N=n)[1]
+        rendered = render(7, N=n)[1]
         bars[n] = tuple(p.get("d") for part in ("params", "grads", "optimizer") for p in paths(rendered, f"fill-{part}"))
         assert len(bars[n]) == 3 and all(d.count("z") == 13 for d in bars[n])  # one bar per N from 1 to 4096
     assert len(set(bars.values())) == 1
-    assert any(t.startswith("the job needs 459 TB") for t in texts(view(7, N=4096)[1]))
+    assert any(t.startswith("the job needs 459 TB") for t in texts(render(7, N=4096)[1]))
 
 
 # --- shared helpers these figures added -------------------------------------------------------

@@ -6,33 +6,7 @@ import pytest
 
 from figures import registry
 from models import checkpoint, fsdp, hardware, hsdp, memory
-
-SVG = "{http://www.w3.org/2000/svg}"
-
-
-def render(number, **changes):
-    figure = registry()[number]
-    state = figure.validate_state({**figure.default_state(), **changes})
-    return state, figure.render(state)
-
-
-def values(view):
-    return {r.key: r.value for r in view.readouts}
-
-
-def paths(view, css_class):
-    """The ``d`` of every <path> whose class list holds ``css_class``."""
-    root = ET.fromstring(view.svg)
-    return [p.get("d") for p in root.iter(SVG + "path") if css_class in (p.get("class") or "").split()]
-
-
-def moves(view, css_class):
-    """Shapes drawn by paths of ``css_class``: one M per bar, box or segment."""
-    return sum(d.count("M") for d in paths(view, css_class) if d != "M0 0")
-
-
-def texts(view):
-    return [t.text for t in ET.fromstring(view.svg).iter(SVG + "text")]
+from tests.figure_views import SVG, path_data, render, shapes, texts, values
 
 
 # ---- Figure 09 ---------------------------------------------------------------------------------
@@ -76,8 +50,8 @@ def test_fig09_draws_both_timelines_and_the_toggle_picks_the_readouts():
     assert values(on)["step_time_s"] == values(off)["other_step_time_s"]
     # Same bars either way: 16 forward and 16 backward computes, 16 ReduceScatters per timeline.
     for view in (on, off):
-        assert moves(view, "stroke-forward") == moves(view, "stroke-backward") == 2 * 16
-        assert len(paths(view, "fill-params")) == 2  # a gathered-units strip under each timeline
+        assert shapes(view, "stroke-forward") == shapes(view, "stroke-backward") == 2 * 16
+        assert len(path_data(view, "fill-params")) == 2  # a gathered-units strip under each timeline
     assert [t for t in texts(on) if "readouts" in t][0].startswith("With prefetch")
     assert [t for t in texts(off) if "readouts" in t][0].startswith("Without prefetch")
 
@@ -85,10 +59,10 @@ def test_fig09_draws_both_timelines_and_the_toggle_picks_the_readouts():
 def test_fig09_gaps_and_strip_follow_the_model():
     state, view = render(9, units=8, compute_ms=5, gather_ms=10, reshard=False)
     runs = [fsdp.fsdp_lanes(8, 0.005, 0.01, prefetch=p, reshard_after_forward=False) for p in (False, True)]
-    assert moves(view, "stroke-exposed") == sum(len(r.idle) for r in runs)
+    assert shapes(view, "stroke-exposed") == sum(len(r.idle) for r in runs)
     # No reshard: every unit stays gathered until its backward; no backward AllGather is drawn.
     assert all(r.resident.peak == 8 for r in runs)
-    assert moves(view, "stroke-comm") == 2 * (8 + 8)  # forward AllGathers + ReduceScatters, both rows
+    assert shapes(view, "stroke-comm") == 2 * (8 + 8)  # forward AllGathers + ReduceScatters, both rows
     assert "peak 8" in texts(view)
 
 
@@ -144,15 +118,15 @@ def test_fig10_shard_group_snaps_to_a_divisor_of_the_world():
 
 def test_fig10_mesh_draws_a_subset_and_says_so():
     _, small = render(10, N=16, shard=8, gpus=8)
-    assert moves(small, "fill-idle") == 16  # two shard groups of 8, every GPU drawn
+    assert shapes(small, "fill-idle") == 16  # two shard groups of 8, every GPU drawn
     assert not any("Drawn:" in t for t in texts(small))
-    assert moves(small, "stroke-intra") == 2 and moves(small, "stroke-inter") == 8  # 2 row rings, 8 column rings
+    assert shapes(small, "stroke-intra") == 2 and shapes(small, "stroke-inter") == 8  # 2 row rings, 8 column rings
     _, big = render(10, N=4096, shard=64, gpus=8)
-    assert moves(big, "fill-idle") == 8 * 24
+    assert shapes(big, "fill-idle") == 8 * 24
     assert any("Drawn: 24 of the 64 GPUs of each shard group and 8 of the 64 shard groups." in t for t in texts(big))
-    assert moves(big, "stroke-inter") == 8 + 24  # the shard rings cross nodes too
+    assert shapes(big, "stroke-inter") == 8 + 24  # the shard rings cross nodes too
     # One bar per shard group size the world allows in the memory chart.
-    assert moves(big, "fill-params") == 13
+    assert shapes(big, "fill-params") == 13
 
 
 # ---- Figure 22 ---------------------------------------------------------------------------------
@@ -192,17 +166,17 @@ def test_fig22_starred_readouts_are_the_models(changes):
 def test_fig22_lines_join_each_new_rank_to_each_range_it_reads():
     state, view = render(22)
     plan = checkpoint.reshard_reads((state["rows"], 4096), 4, checkpoint.ShardLayout(8), checkpoint.ShardLayout(6))
-    line_paths = [d for css in (f"stroke-rank{k}" for k in range(8)) for d in paths(view, css)]
+    line_paths = [d for css in (f"stroke-rank{k}" for k in range(8)) for d in path_data(view, css)]
     assert sum(d.count("M") for d in line_paths) == sum(map(len, plan)) == values(view)["reads_total"] == 13
-    assert moves(view, "stroke-warn") == 0
+    assert shapes(view, "stroke-warn") == 0
 
 
 def test_fig22_without_metadata_the_restart_cannot_happen():
     _, view = render(22, metadata=False, src=4, dst=6)
     assert values(view)["reload_ok"] == 0
-    assert moves(view, "stroke-warn") == 4  # rank k can only open file k ...
-    assert moves(view, "fill-warn") == 2    # ... and ranks 4 and 5 find no file at all
-    assert not any(paths(view, f"stroke-rank{k}") for k in range(8))
+    assert shapes(view, "stroke-warn") == 4  # rank k can only open file k ...
+    assert shapes(view, "fill-warn") == 2    # ... and ranks 4 and 5 find no file at all
+    assert not any(path_data(view, f"stroke-rank{k}") for k in range(8))
     assert any(t.startswith("\u2717 Restart fails") for t in texts(view))
     assert "World size changed from 4 to 6" in view.note
     _, same = render(22, metadata=False, src=6, dst=6)

@@ -8,18 +8,9 @@ import pytest
 from figures import fmt, registry
 from models import experts
 from models.mesh import GROUP_AXES, Mesh, axis_crosses_node, group_ranks
+from tests.figure_views import SVG, path_data, readouts
 
-SVG = "{http://www.w3.org/2000/svg}"
 FIG16, FIG17 = registry()[16], registry()[17]
-
-
-def readouts(view):
-    return {r.key: r for r in view.readouts}
-
-
-def paths(view, cls):
-    """The ``d`` of every path whose class is ``cls``."""
-    return [p.get("d") for p in ET.fromstring(view.svg).iter(f"{SVG}path") if p.get("class") == cls]
 
 
 def segments(d):
@@ -76,7 +67,7 @@ def test_figure_16_default_reproduces_the_article():
 def _column_dots(view, cls, pitch):
     """Dots per column of a dot path: each vertical dashed segment holds length / pitch dots."""
     per_x = {}
-    for x1, y1, x2, y2 in segments(paths(view, cls)[0]):
+    for x1, y1, x2, y2 in segments(path_data(view, cls, exact=True)[0]):
         per_x[x1] = per_x.get(x1, 0) + round(abs(y2 - y1) / pitch)
     return sum(per_x.values())
 
@@ -90,13 +81,13 @@ def test_figure_16_draws_the_expected_tokens_kept_and_dropped(raw):
     drawn = min(state["E"], 64)
     assert _column_dots(view, "stroke-forward", 4) == sum(round(n / unit) for n in routing.kept[:drawn])
     assert _column_dots(view, "stroke-warn", 6) == sum(round(n / unit) for n in routing.dropped[:drawn])
-    lines = paths(view, "stroke-hbm")
+    lines = path_data(view, "stroke-hbm", exact=True)
     if capacity is None:
         assert not lines and routing.dropped_fraction == 0
     else:  # one dashed capacity line per drawn expert, all at one height
         capacity_lines = segments(lines[0])
         assert len(capacity_lines) == drawn and len({y for _, y, _, _ in capacity_lines}) == 1
-    fans = [segments(d) for d in paths(view, "stroke-comm")]
+    fans = [segments(d) for d in path_data(view, "stroke-comm", exact=True)]
     ranks_drawn = -(-drawn // (state["E"] // state["ep"]))
     assert [len(f) for f in fans] == [ranks_drawn, ranks_drawn]  # dispatch and combine, one line per EP rank
     assert ("of 256" in view.note) == (state["E"] > 64)
@@ -199,7 +190,7 @@ def test_figure_17_draws_the_group_and_a_target_per_rank(raw):
     half = (size + gap) / 2 - 1
     at = {(round(x + half, 2), round(y + half, 2)): r for (x, y), r in corner.items()}
     members, linked = set(group), set()
-    for d in paths(view, "stroke-intra") + paths(view, "stroke-inter"):
+    for d in path_data(view, "stroke-intra", exact=True) + path_data(view, "stroke-inter", exact=True):
         for x1, y1, x2, y2 in segments(d):
             a, b = at[(x1, y1)], at[(x2, y2)]
             if all(r in members for r in range(a, b + 1)):  # along a run of consecutive ranks

@@ -7,28 +7,12 @@ import pytest
 from figures import registry
 from figures.contract import Play, encode_state
 from models import ladder, step_timeline, tour
+from tests.figure_views import SVG, paths, readouts, render
 from tests.published_cases import published_cases
-
-SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _figure(number):
     return registry()[number]
-
-
-def _view(number, **changes):
-    figure = _figure(number)
-    state = figure.validate_state({**figure.default_state(), **changes})
-    return state, figure.render(state)
-
-
-def _readouts(view):
-    return {r.key: r for r in view.readouts}
-
-
-def _paths(view, css):
-    root = ET.fromstring(view.svg)
-    return [p for p in root.iter(f"{SVG}path") if css in p.get("class", "").split()]
 
 
 def _span_lengths(path):
@@ -48,10 +32,10 @@ STATES_18 = (
 
 @pytest.mark.parametrize("changes", STATES_18)
 def test_fig18_readouts_are_the_step_model(changes):
-    state, view = _view(18, **changes)
+    state, view = render(18, **changes)
     enabled = frozenset(axis for axis in step_timeline.AXES if state[axis])
     step = step_timeline.step_timeline(state["params"], state["gpus"], enabled, link=state["link"])
-    shown = _readouts(view)
+    shown = readouts(view)
     assert shown["exposed_comm_s"].value == step.exposed_comm_s
     assert shown["hidden_comm_s"].value == step.hidden_comm_s
     assert shown["step_time_s"].value == step.step_time_s
@@ -65,28 +49,28 @@ def test_fig18_readouts_are_the_step_model(changes):
 
 def test_fig18_default_is_megatrons_published_layout():
     case = published_cases()["megatron2021-table1-145B"]["inputs"]
-    state, view = _view(18)
+    state, view = render(18)
     assert state["params"] == case["params_B"] * 1e9 and state["gpus"] == case["gpus"]
     lay = step_timeline.layout(state["gpus"], {"dp", "tp", "pp"})
     assert (lay.tp, lay.pp, lay.data) == (case["tp"], case["pp"], case["dp"])
-    assert _readouts(view)["layout"].text == "TP 8 x PP 8 x DP 24 on 1536 GPUs"
+    assert readouts(view)["layout"].text == "TP 8 x PP 8 x DP 24 on 1536 GPUs"
 
 
 def test_fig18_draws_a_lane_per_enabled_strategy_and_its_waits_to_scale():
-    state, view = _view(18, params=1_700_000_000, gpus=512, cp=True)
+    state, view = render(18, params=1_700_000_000, gpus=512, cp=True)
     step = step_timeline.step_timeline(state["params"], state["gpus"], frozenset({"dp", "tp", "pp", "cp"}),
                                        link=state["link"])
     lanes = [p for p in ET.fromstring(view.svg).iter(f"{SVG}path") if p.get("class") == "svg-lane"]
     assert len(lanes) == 4  # dp, tp, pp, cp; compute has no lane box
     scale = (714 - 6) / step.step_time_s
-    waits = _paths(view, "stroke-exposed")
+    waits = paths(view, "stroke-exposed")
     drawn = sum(sum(_span_lengths(p)) for p in waits)
     assert drawn == pytest.approx(step.exposed_comm_s * scale, rel=0.02)  # gaps under half a pixel merge
-    assert len(_paths(view, "stroke-tp")) == 0 and len(_paths(view, "stroke-dp")) == 1  # TP never flies hidden
+    assert len(paths(view, "stroke-tp")) == 0 and len(paths(view, "stroke-dp")) == 1  # TP never flies hidden
 
 
 def test_fig18_says_when_gpus_sit_unused():
-    _, view = _view(18, dp=False, fsdp=False)
+    _, view = render(18, dp=False, fsdp=False)
     assert "only 64 GPUs of the 1536 hold the model" in view.note
 
 
@@ -103,9 +87,9 @@ STATES_19 = (
 
 @pytest.mark.parametrize("changes", STATES_19)
 def test_fig19_readouts_are_the_ladder(changes):
-    state, view = _view(19, **changes)
+    state, view = render(19, **changes)
     r = ladder.climb(state["params"], state["seq"], state["gpu"], state["gpus"], state["experts"], state["micro"])
-    shown = _readouts(view)
+    shown = readouts(view)
     assert shown["first_bottleneck"].value == r.first_bottleneck and isinstance(shown["first_bottleneck"].value, str)
     assert shown["recommended_axis"].value == r.recommended_axis
     assert shown["model_state_bytes"].value == r.model_state_bytes == 16 * state["params"]
@@ -116,14 +100,14 @@ def test_fig19_readouts_are_the_ladder(changes):
 
 
 def test_fig19_default_is_the_zero_papers_7_5b_model_and_the_articles_advice():
-    _, view = _view(19)
-    shown = _readouts(view)
+    _, view = render(19)
+    shown = readouts(view)
     assert shown["model_state_bytes"].text == "%d GB" % published_cases()["zero-fig1-7.5B-nd64"]["expected"]["baseline_GB"]
     assert (shown["first_bottleneck"].value, shown["recommended_axis"].value) == ("model_state", "hsdp")
 
 
 def test_fig19_prints_the_deciding_numbers_on_the_branches():
-    _, view = _view(19)
+    _, view = render(19)
     texts = [t.text for t in ET.fromstring(view.svg).iter(f"{SVG}text")]
     assert "120 GB against 85.9 GB on one NVIDIA A100 80GB SXM" in texts
     assert any(t.startswith("groups of 2, 32 replicas") for t in texts)
@@ -133,8 +117,8 @@ def test_fig19_prints_the_deciding_numbers_on_the_branches():
 
 @pytest.mark.parametrize("phase,focus,devices", [(0, "all", 4), (4, "zero", 4), (5, "hsdp", 4), (1, "pp", 2), (8, "ep", 2)])
 def test_fig20_readouts_are_the_tour(phase, focus, devices):
-    _, view = _view(20, phase=phase, focus=focus, devices=devices)
-    shown = _readouts(view)
+    _, view = render(20, phase=phase, focus=focus, devices=devices)
+    shown = readouts(view)
     frames = {key: tour.panel(key, devices, phase) for key in tour.STRATEGIES}
     assert shown["phase_name"].value == tour.FRAMES[phase].phase
     if focus == "all":
@@ -146,22 +130,22 @@ def test_fig20_readouts_are_the_tour(phase, focus, devices):
 
 
 def test_fig20_panels_are_buttons_that_focus():
-    _, view = _view(20)
+    _, view = render(20)
     root = ET.fromstring(view.svg)
     buttons = [r for r in root.iter(f"{SVG}rect") if r.get("data-set")]  # a hit area over each panel
     assert [r.get("data-set") for r in buttons] == [f"focus={key}" for key in tour.STRATEGIES]
     assert all(r.get("role") == "button" and r.get("tabindex") == "0" and r.get("aria-label") for r in buttons)
     assert root.get("role") == "group"  # an image may not hold buttons
-    _, view = _view(20, focus="tp")
+    _, view = render(20, focus="tp")
     buttons = [r for r in ET.fromstring(view.svg).iter(f"{SVG}rect") if r.get("data-set")]
     assert [r.get("data-set") for r in buttons] == ["focus=all"]
 
 
 def test_fig20_pipeline_idles_all_but_one_stage():
-    _, view = _view(20, focus="pp", phase=2)
-    dimmed = [p for p in _paths(view, "svg-dim") if "svg-lane" in p.get("class")]
+    _, view = render(20, focus="pp", phase=2)
+    dimmed = [p for p in paths(view, "svg-dim") if "svg-lane" in p.get("class")]
     assert len(re.findall("z", dimmed[0].get("d"))) == 3  # three of four stage boxes wait
-    assert len(re.findall("z", _paths(view, "svg-active")[0].get("d"))) == 1
+    assert len(re.findall("z", paths(view, "svg-active")[0].get("d"))) == 1
 
 
 def test_fig20_play_drives_the_frame_and_never_enters_a_link():

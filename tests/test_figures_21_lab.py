@@ -10,18 +10,14 @@ import pytest
 
 from figures import registry
 from models import planner
+from tests.figure_views import SVG, readouts
 
 FIGURE = registry()[21]
 DEFAULT = FIGURE.default_state()
-SVG = "{http://www.w3.org/2000/svg}"
 
 
 def view(**changes):
     return FIGURE.render(FIGURE.validate_state({**DEFAULT, **changes}))
-
-
-def readouts(v):
-    return {r.key: r for r in v.readouts}
 
 
 STATES = [

@@ -1,0 +1,57 @@
+"""Helpers the figure tests share: render a figure at a state, read its readouts, and read
+its SVG drawing back. (Helpers for svg.py's own path formats live in tests/test_svg.py.)"""
+import xml.etree.ElementTree as ET
+
+from figures import registry
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def render(number, **changes):
+    """(state, view) of figure ``number`` at its default state with ``changes`` applied."""
+    figure = registry()[number]
+    state = figure.validate_state({**figure.default_state(), **changes})
+    return state, figure.render(state)
+
+
+def view(number, **changes):
+    """Just the view of ``render(number, **changes)``."""
+    return render(number, **changes)[1]
+
+
+def readouts(view):
+    """Readout key -> the Readout itself (text, value, colour)."""
+    return {r.key: r for r in view.readouts}
+
+
+def values(view):
+    """Readout key -> its value."""
+    return {r.key: r.value for r in view.readouts}
+
+
+def texts(view):
+    """The text of every <text> in the drawing, in document order."""
+    return [t.text for t in ET.fromstring(view.svg).iter(SVG + "text")]
+
+
+def paths(view, css_class, exact=False):
+    """The <path> elements whose class list holds every class in ``css_class`` (with
+    ``exact``: whose class attribute is ``css_class`` itself)."""
+    want = set(css_class.split())
+    return [p for p in ET.fromstring(view.svg).iter(SVG + "path")
+            if (p.get("class") == css_class if exact else want <= set((p.get("class") or "").split()))]
+
+
+def path_data(view, css_class, exact=False):
+    """The ``d`` of every path ``paths(view, css_class, exact)`` finds."""
+    return [p.get("d") for p in paths(view, css_class, exact)]
+
+
+def subpaths(d):
+    """Shapes one path draws: one per M (bar, box or segment); the empty "M0 0" draws none."""
+    return 0 if d == "M0 0" else d.count("M")
+
+
+def shapes(view, css_class):
+    """Shapes drawn by all the paths of ``css_class``."""
+    return sum(subpaths(d) for d in path_data(view, css_class))
