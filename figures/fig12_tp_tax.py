@@ -66,8 +66,7 @@ def render(state):
         labels.append((x + BAR / 2, y - 5, fmt.duration(t.layer_s)))
         labels.append((x + BAR / 2, base + 16, f"T = {t.tp}"))
         labels.append((x + BAR / 2, base + 31, fmt.percent(t.gemm_efficiency, 0)))
-        hits.append(svg.boxes([(x - 4, TOP - 16, BAR + 8, base - TOP + 52)], fill="transparent", data_set=f"T={t.tp}",
-                              tabindex="0", role="button", aria_label=f"show T = {t.tp}"))
+        hits.append((x - 4, TOP - 16, BAR + 8, base - TOP + 52, f"T={t.tp}", f"show T = {t.tp}"))
     parts = [svg.segments([(LEFT, base - v * scale, WIDTH - 8, base - v * scale)
                            for v in (k * step for k in range(int(round(top_s / step)) + 1))], class_="svg-axis"),
              svg.texts(((LEFT - 6, base - k * step * scale + 4, _tick(k * step, top_s))
@@ -90,7 +89,7 @@ def render(state):
         parts.append(svg.text(edge + 6, TOP - 10, f"{network} >", class_="svg-label"))
     else:
         parts.append(svg.text(LEFT, TOP - 10, f"every T up to 64 fits in one {intra} domain", class_="svg-label"))
-    parts.extend(hits)
+    parts.append(svg.hit_areas(hits, class_="svg-hit"))
     readouts = (
         Readout("layer_time_s", f"layer time at T = {chosen.tp}", fmt.duration(chosen.layer_s), chosen.layer_s),
         Readout("tp_comm_fraction", "spent in AllReduces", fmt.percent(chosen.comm_fraction),

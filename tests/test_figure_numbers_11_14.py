@@ -112,8 +112,10 @@ def test_figure_12_default_is_the_articles_worked_example():
 @pytest.mark.parametrize("gpus", [4, 8, 16, 72])
 def test_figure_12_draws_seven_bars_coloured_by_fabric(gpus):
     v = view(12, gpus=gpus)
-    bars = [p.get("data-set") for p in ET.fromstring(v.svg).iter(SVG + "path") if p.get("data-set")]
-    assert bars == [f"T={t}" for t in (1, 2, 4, 8, 16, 32, 64)]
+    hits = [p for p in ET.fromstring(v.svg).iter() if p.get("data-set")]
+    assert [p.get("data-set") for p in hits] == [f"T={t}" for t in (1, 2, 4, 8, 16, 32, 64)]
+    # svg.hit_areas: tab stops styled by .svg-hit, which shows the keyboard focus
+    assert all(p.get("class") == "svg-hit" and p.get("tabindex") == "0" and p.get("aria-label") for p in hits)
     outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > gpus)
     assert shapes(v, "fill-inter") == outside and shapes(v, "fill-intra") == 7 - outside
     assert shapes(v, "fill-forward") == shapes(v, "fill-backward") == 7
