@@ -99,6 +99,8 @@ def test_figure_12_readouts_are_the_models(changes):
     assert shown["crosses_node"] == (1 if state["T"] > state["gpus"] else 0) == int(model.crosses_node)
     assert shown["speedup"] == model.speedup
     assert shown["allreduce_s"] == model.allreduce_s
+    assert shown["gemm_efficiency"] == model.gemm_efficiency
+    assert (shown["forward_compute_s"], shown["backward_compute_s"]) == (model.forward_compute_s, model.backward_compute_s)
 
 
 def test_figure_12_default_is_the_articles_worked_example():
