@@ -46,6 +46,11 @@ def test_figure_11_readouts_are_the_models(T, block, order, seed):
     allreduce = [c for c in collectives if c.kind == "AllReduce"]
     assert shown["allreduce_bytes"] == (allreduce[0].message_bytes if allreduce else 0.0)
     assert shown["allreduce_sent_bytes"] == (allreduce[0].wire_bytes_per_rank if allreduce else 0.0)
+    if order == "row_first" and T > 1:  # the note's "n times wider" is the model's AllReduce over the block output
+        [gather] = [c for c in collectives if c.kind == "AllGather"]
+        note = view(11, T=T, block=block, order=order, seed=seed).note
+        assert f"a tensor {allreduce[0].message_bytes / gather.message_bytes:g} times wider" in note
+        assert f"{len(collectives)} collectives, not 1" in note
 
 
 def test_figure_11_default_is_the_articles_allreduce():
