@@ -33,13 +33,6 @@ SLOT = (WIDTH - LEFT - 8) / len(DEGREES)
 BAR = 34
 
 
-def _nice_step(largest, ticks=5):
-    """A 1-2-5 step giving about ``ticks`` gridlines up to ``largest`` (axis layout only)."""
-    rough = largest / ticks
-    power = 10 ** math.floor(math.log10(rough))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
-
-
 def _tick(seconds, top_s):
     """An axis label in the unit of the axis's top: "5 ms", "250 us"."""
     return f"{fmt.decimal(seconds * 1e3)} ms" if top_s >= 1e-3 else f"{fmt.decimal(seconds * 1e6)} \u00b5s"
@@ -49,7 +42,7 @@ def render(state):
     times = [tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], t, gpu=state["gpu"],
                                   gpus_per_node=state["gpus"], inter_link=state["inter"]) for t in DEGREES]
     chosen = times[DEGREES.index(state["T"])]
-    step = _nice_step(max(t.layer_s for t in times))
+    step = svg.ticks(0, max(t.layer_s for t in times), 6)[1]  # a round grid step, five or fewer to the top
     top_s = step * math.ceil(max(t.layer_s for t in times) / step)
     scale = PLOT_HEIGHT / top_s
     base = TOP + PLOT_HEIGHT
