@@ -91,18 +91,11 @@ def render(state):
     for index, (prefetch, title) in enumerate(ROWS):
         parts += _timeline(runs[prefetch], index * (PANEL + GAP), px_per_s, peak_scale, prefetch == state["prefetch"], title)
     axis_y = 2 * PANEL + GAP + 8
-    unit, per_s = ("s", 1) if longest >= 2 else ("ms", 1e3)  # axis labels in the unit that keeps them short
-    marks = svg.ticks(0, longest * per_s, 7)
-    parts.append(svg.segments([(LEFT, axis_y, LEFT + longest * px_per_s, axis_y)]
-                              + [(LEFT + t / per_s * px_per_s, axis_y, LEFT + t / per_s * px_per_s, axis_y + 4) for t in marks],
-                              class_="svg-axis"))
-    parts.append(svg.texts(((LEFT + t / per_s * px_per_s, axis_y + 16, fmt.decimal(t, 1)) for t in marks),
-                           class_="svg-label-soft", text_anchor="middle"))
-    parts.append(svg.text(WIDTH - RIGHT, axis_y + 32, f"time in the step, {unit}", class_="svg-label-soft", text_anchor="end"))
+    parts.append(svg.time_axis(LEFT, LEFT + longest * px_per_s, axis_y, longest, "time in the step, {unit}", most=7))
     step, other = runs[state["prefetch"]], runs[not state["prefetch"]]
     label = (f"Two FSDP timelines of {state['units']} units, {fmt.decimal(state['compute_ms'])} ms forward compute and "
              f"{fmt.decimal(state['gather_ms'])} ms AllGather per unit")
-    drawing = svg.document(WIDTH, axis_y + 38, parts, label=label)
+    drawing = svg.document(WIDTH, axis_y + 46, parts, label=label)
     units_text = lambda n: f"{n} unit" if n == 1 else f"{n} units"
     readouts = (
         Readout("step_time_s", "step time", fmt.duration(step.step_time_s), step.step_time_s),

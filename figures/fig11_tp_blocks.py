@@ -135,6 +135,7 @@ def render(state):
     collectives = tensor.block_collectives(block, order, ARTICLE_B, ARTICLE_S, ARTICLE_H, tp)
     kinds = " + ".join(c.kind for c in collectives)
     allreduce = next((c for c in collectives if c.kind == "AllReduce"), None)
+    gather = next((c for c in collectives if c.kind == "AllGather"), None)  # the block's output, b x s x h
     size = f"b = {ARTICLE_B}, s = {ARTICLE_S:,}, h = {ARTICLE_H:,}, bf16"
     name = "MLP" if block == "mlp" else "attention"
     readouts = (
@@ -153,8 +154,9 @@ def render(state):
     if order == "row_first" and tp > 1:
         note = (f"Rows first, the {name}'s nonlinearity sees partial sums: summing afterwards is not the same "
                 f"thing, and the output is off by up to {fmt.scientific(walk.max_abs_error)}. Done right, the "
-                f"AllReduce goes before the nonlinearity, on a tensor {'4' if block == 'mlp' else '3'} times wider "
-                f"({fmt.data_size(allreduce.message_bytes)} at {size}), and an AllGather follows: 2 collectives, not 1.")
+                f"AllReduce goes before the nonlinearity, on a tensor {fmt.decimal(allreduce.message_bytes / gather.message_bytes)} "
+                f"times wider ({fmt.data_size(allreduce.message_bytes)} at {size}), and an AllGather follows: "
+                f"{len(collectives)} collectives, not 1.")
     alt = (f"The {name} block on {tp} rank{'s' if tp > 1 else ''}, "
            f"{'columns then rows' if order == 'column_row' else 'rows first'}, in four steps of heatmaps coloured by "
            f"owning rank. Forward collectives: {readouts[0].text}. Largest difference from the one-device result: "

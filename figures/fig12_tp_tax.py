@@ -33,13 +33,6 @@ SLOT = (WIDTH - LEFT - 8) / len(DEGREES)
 BAR = 34
 
 
-def _nice_step(largest, ticks=5):
-    """A 1-2-5 step giving about ``ticks`` gridlines up to ``largest`` (axis layout only)."""
-    rough = largest / ticks
-    power = 10 ** math.floor(math.log10(rough))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
-
-
 def _tick(seconds, top_s):
     """An axis label in the unit of the axis's top: "5 ms", "250 us"."""
     return f"{fmt.decimal(seconds * 1e3)} ms" if top_s >= 1e-3 else f"{fmt.decimal(seconds * 1e6)} \u00b5s"
@@ -49,7 +42,7 @@ def render(state):
     times = [tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], t, gpu=state["gpu"],
                                   gpus_per_node=state["gpus"], inter_link=state["inter"]) for t in DEGREES]
     chosen = times[DEGREES.index(state["T"])]
-    step = _nice_step(max(t.layer_s for t in times))
+    step = svg.ticks(0, max(t.layer_s for t in times), 6)[1]  # a round grid step, five or fewer to the top
     top_s = step * math.ceil(max(t.layer_s for t in times) / step)
     scale = PLOT_HEIGHT / top_s
     base = TOP + PLOT_HEIGHT
@@ -66,8 +59,7 @@ def render(state):
         labels.append((x + BAR / 2, y - 5, fmt.duration(t.layer_s)))
         labels.append((x + BAR / 2, base + 16, f"T = {t.tp}"))
         labels.append((x + BAR / 2, base + 31, fmt.percent(t.gemm_efficiency, 0)))
-        hits.append(svg.boxes([(x - 4, TOP - 16, BAR + 8, base - TOP + 52)], fill="transparent", data_set=f"T={t.tp}",
-                              tabindex="0", role="button", aria_label=f"show T = {t.tp}"))
+        hits.append((x - 4, TOP - 16, BAR + 8, base - TOP + 52, f"T={t.tp}", f"show T = {t.tp}"))
     parts = [svg.segments([(LEFT, base - v * scale, WIDTH - 8, base - v * scale)
                            for v in (k * step for k in range(int(round(top_s / step)) + 1))], class_="svg-axis"),
              svg.texts(((LEFT - 6, base - k * step * scale + 4, _tick(k * step, top_s))
@@ -90,7 +82,7 @@ def render(state):
         parts.append(svg.text(edge + 6, TOP - 10, f"{network} >", class_="svg-label"))
     else:
         parts.append(svg.text(LEFT, TOP - 10, f"every T up to 64 fits in one {intra} domain", class_="svg-label"))
-    parts.extend(hits)
+    parts.append(svg.hit_areas(hits, class_="svg-hit"))
     readouts = (
         Readout("layer_time_s", f"layer time at T = {chosen.tp}", fmt.duration(chosen.layer_s), chosen.layer_s),
         Readout("tp_comm_fraction", "spent in AllReduces", fmt.percent(chosen.comm_fraction),

@@ -59,6 +59,10 @@ def test_figure_08_ledger_share_and_traffic_readouts(params, N, stage, optimizer
     unsharded = memory.model_states_for(params, N, 0, optimizer).total_bytes  # DDP keeps the whole ledger
     assert shown["ledger_fraction"].value == pytest.approx(per_device / unsharded, rel=1e-12)
     assert shown["ledger_fraction"].text == fmt.percent(per_device / unsharded)
+    states = memory.model_states_for(params, N, stage, optimizer)
+    assert [shown[f"{part}_bytes"].value for part in ("params", "grads", "optimizer")] == \
+        [states.params_bytes, states.grads_bytes, states.optimizer_bytes]
+    assert shown["per_device_bytes"].value == per_device
     psi = 3 if stage == 3 else 2
     assert shown["comm_psi"].text == f"{psi}Ψ = {fmt.si_count(psi * params)} elements per device"
 

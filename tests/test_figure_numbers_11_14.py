@@ -27,6 +27,11 @@ def test_figure_11_readouts_are_the_models(T, block, order, seed):
     allreduce = [c for c in collectives if c.kind == "AllReduce"]
     assert shown["allreduce_bytes"] == (allreduce[0].message_bytes if allreduce else 0.0)
     assert shown["allreduce_sent_bytes"] == (allreduce[0].wire_bytes_per_rank if allreduce else 0.0)
+    if order == "row_first" and T > 1:  # the note's "n times wider" is the model's AllReduce over the block output
+        [gather] = [c for c in collectives if c.kind == "AllGather"]
+        note = view(11, T=T, block=block, order=order, seed=seed).note
+        assert f"a tensor {allreduce[0].message_bytes / gather.message_bytes:g} times wider" in note
+        assert f"{len(collectives)} collectives, not 1" in note
 
 
 def test_figure_11_default_is_the_articles_allreduce():
@@ -80,6 +85,8 @@ def test_figure_12_readouts_are_the_models(changes):
     assert shown["crosses_node"] == (1 if state["T"] > state["gpus"] else 0) == int(model.crosses_node)
     assert shown["speedup"] == model.speedup
     assert shown["allreduce_s"] == model.allreduce_s
+    assert shown["gemm_efficiency"] == model.gemm_efficiency
+    assert (shown["forward_compute_s"], shown["backward_compute_s"]) == (model.forward_compute_s, model.backward_compute_s)
 
 
 def test_figure_12_default_is_the_articles_worked_example():
@@ -93,8 +100,10 @@ def test_figure_12_default_is_the_articles_worked_example():
 @pytest.mark.parametrize("gpus", [4, 8, 16, 72])
 def test_figure_12_draws_seven_bars_coloured_by_fabric(gpus):
     v = view(12, gpus=gpus)
-    bars = [p.get("data-set") for p in ET.fromstring(v.svg).iter(SVG + "path") if p.get("data-set")]
-    assert bars == [f"T={t}" for t in (1, 2, 4, 8, 16, 32, 64)]
+    hits = [p for p in ET.fromstring(v.svg).iter() if p.get("data-set")]
+    assert [p.get("data-set") for p in hits] == [f"T={t}" for t in (1, 2, 4, 8, 16, 32, 64)]
+    # svg.hit_areas: tab stops styled by .svg-hit, which shows the keyboard focus
+    assert all(p.get("class") == "svg-hit" and p.get("tabindex") == "0" and p.get("aria-label") for p in hits)
     outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > gpus)
     assert shapes(v, "fill-inter") == outside and shapes(v, "fill-intra") == 7 - outside
     assert shapes(v, "fill-forward") == shapes(v, "fill-backward") == 7

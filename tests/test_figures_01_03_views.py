@@ -90,6 +90,7 @@ def test_figure_02_reads_out_the_cut_model(state):
     assert shown["comm_bytes_per_step_per_device"].value == step.comm_bytes
     assert shown["collective"].value == step.collective and step.what in shown["collective"].text
     assert shown["messages_per_step"].value == step.messages
+    assert shown["hidden"].value == step.hidden == cuts.hidden_size(s["params"], s["layers"])
     # six panels, the chosen one in full colour and outlined, the other five muted
     groups = ET.fromstring(v.svg).findall(SVG + "g")
     assert len(groups) == 6 and sum(g.get("class") == "svg-muted" for g in groups) == 5
@@ -137,6 +138,8 @@ def test_figure_03_reads_out_the_alpha_beta_model(state):
     assert shown["latency_s"].value + shown["bandwidth_s"].value == shown["time_s"].value
     assert shown["bus_factor"].value == collectives.bus_factor(s["op"], s["N"])
     assert shown["bytes_per_rank"].value == split.link_bytes
+    assert (shown["latency_s"].value, shown["bandwidth_s"].value) == (split.latency_s, split.bandwidth_s)
+    assert shown["busbw"].value == split.busbw_bytes_per_s
     if s["algo"] == "ring":
         assert shown["bytes_per_rank"].value == pytest.approx(collectives.volume_bytes_per_rank(s["op"], s["size"], s["N"]))
 

@@ -73,6 +73,7 @@ def test_05_readouts_are_the_models(changes):
     assert got["exposed_comm_s"] == step.exposed_comm_s
     assert got["step_comm_s"] == step.total_comm_s
     assert got["overlap_fraction"] == step.overlap_fraction
+    assert got["latency_s"] == step.latency_total_s and got["backward_s"] == step.backward_end_s
 
 
 def test_05_default_is_pytorchs_25_mib_and_the_sweet_spot_is_in_between():
@@ -113,6 +114,7 @@ def test_06_readouts_are_the_models(changes):
     assert got["exposed_comm_s"] == r.exposed_comm_s
     assert got["compute_slowdown"] == r.compute_slowdown >= 1
     assert got["step_time_s"] == r.step_s
+    assert got["nominal_step_s"] == r.result.nominal_step_s and got["comm_s"] == r.comm_s
 
 
 def test_06_default_lands_in_the_articles_60_to_90_percent():
@@ -146,6 +148,9 @@ def test_07_readouts_are_the_models(changes):
     assert got["aggregate_bytes"] == wall.aggregate_bytes
     assert got["fits"] == int(wall.fits)
     assert got["largest_params_that_fit"] == wall.largest_params_that_fit
+    assert [got[f"{part}_bytes"] for part in ("params", "grads", "optimizer")] == \
+        [getattr(wall.states, f"{part}_bytes") for part in ("params", "grads", "optimizer")]
+    assert got["activations_bytes"] == wall.activations_bytes == state["activations_gb"] * 1e9
 
 
 def test_07_default_is_the_articles_7b_that_fits_nowhere():

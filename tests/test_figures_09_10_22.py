@@ -31,6 +31,7 @@ def test_fig09_starred_readouts_are_the_schedule(changes):
     other = fsdp.simulate_fsdp_timed(state["units"], state["compute_ms"] / 1e3, state["gather_ms"] / 1e3,
                                      prefetch=not state["prefetch"], reshard_after_forward=state["reshard"])
     assert got["other_step_time_s"] == pytest.approx(other.step_time_s, rel=1e-12)
+    assert got["comm_busy_s"] == pytest.approx(step.comm_busy_s, rel=1e-12)
 
 
 def test_fig09_default_prefetch_hides_all_but_the_edges():
@@ -94,6 +95,7 @@ def test_fig10_starred_readouts_are_the_models(changes):
     assert got["intra_node_bytes_per_step"] == traffic.intra_node_bytes
     assert got["inter_node_bytes_per_step"] == traffic.inter_node_bytes
     assert got["step_comm_s"] == step.total_comm_s
+    assert got["allreduce_s"] == step.allreduce_s
     assert got["crosses_node"] == (1 if step.shard_fabric == hsdp.INTER_NODE else 0)
 
 
