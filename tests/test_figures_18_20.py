@@ -171,3 +171,14 @@ def test_fig20_play_drives_the_frame_and_never_enters_a_link():
     state = figure.validate_state({**figure.default_state(), "playing": True, "phase": 3})
     assert encode_state(figure, state) == "fig-20:phase=3"
     assert figure.control("phase").values == tuple(range(len(tour.FRAMES)))
+
+
+def test_fig20_ledger_and_caption_are_the_toys_model_state():
+    from figures import fig20_seven_strategies as fig20
+    from models import memory
+    adam = memory.OPTIMIZERS["adam_mixed"]  # ZeRO Sec. 3.1: 2 + 2 + 12 bytes a parameter
+    assert adam.param_bytes + adam.grad_bytes + adam.optimizer_bytes == tour.STATE_BYTES_PER_PARAM
+    assert dict(fig20.LEDGER) == {"params": 2 / 16, "grads": 2 / 16, "optimizer": 12 / 16}
+    assert sum(share for _, share in fig20.LEDGER) == 1
+    assert "4 layers, width 256 (3.1M parameters, 50 MB of model state)" in fig20.CAPTION
+    assert f"a batch of {tour.TOY.tokens:,} tokens" in fig20.CAPTION
