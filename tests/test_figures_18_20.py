@@ -61,6 +61,10 @@ def test_fig18_readouts_are_the_step_model(changes):
             assert shown[key].value == step.exposed_s(axis)
         else:
             assert key not in shown  # only enabled strategies have one
+    if step.layout.pp > 1:
+        assert shown["bubble_s"].value == step.bubble_s
+    else:
+        assert "bubble_s" not in shown
 
 
 def test_fig18_default_is_megatrons_published_layout():
@@ -109,6 +113,10 @@ def test_fig19_readouts_are_the_ladder(changes):
     assert shown["first_bottleneck"].value == r.first_bottleneck and isinstance(shown["first_bottleneck"].value, str)
     assert shown["recommended_axis"].value == r.recommended_axis
     assert shown["model_state_bytes"].value == r.model_state_bytes == 16 * state["params"]
+    assert shown["activation_bytes"].value == r.activation_bytes
+    assert shown["hbm_bytes"].value == r.hbm_bytes
+    assert shown["per_device_bytes"].value == r.fix.per_device_bytes
+    assert shown["batch_tokens"].value == r.check("step_time").value == state["micro"] * state["seq"] * state["gpus"]
     lit = [p for p in ET.fromstring(view.svg).iter(f"{SVG}path") if "svg-lit" in p.get("class", "")]
     failed = next((i for i, c in enumerate(r.checks) if not c.passed), len(r.checks))
     # the start box, every question up to the first that fails, and one fix
