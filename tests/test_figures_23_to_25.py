@@ -179,3 +179,10 @@ def test_figure_25_histogram_holds_every_drawn_rank_and_says_how_many(n, monkeyp
     (bars,) = paths(v, "fill-forward")
     assert shapes(bars) == sum(1 for c in counts if c)
     assert any(f"{reliability.MAX_SHOWN_RANKS:,} ranks drawn one by one" in t for t in texts(v)) == (n > reliability.MAX_SHOWN_RANKS)
+
+
+def test_figure_25_prose_names_the_number_of_ranks_drawn_one_by_one():
+    from pathlib import Path
+    prose = (Path(__file__).resolve().parent.parent / "site" / "content" / "24-failures.md").read_text()
+    n = f"{reliability.MAX_SHOWN_RANKS:,}"
+    assert f"Past {n} ranks the figure draws {n} of them one by one" in prose
