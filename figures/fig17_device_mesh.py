@@ -183,7 +183,7 @@ def render(state):
     drawing = svg.document(WIDTH, bottom + 36, parts, label=(
         f"Grid of {len(cell)} of {world} ranks grouped by node, with rank {rank}'s {LABELS[axis]} group filled"))
 
-    home = rank // g
+    home = mesh.node(rank)
     notes = []
     if len(nodes) < mesh.nodes:
         complete = all(len(drawn[a]) == len(groups[a]) for a in GROUP_AXES)

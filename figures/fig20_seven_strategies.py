@@ -2,12 +2,13 @@
 step in lock-step: what each device holds, which devices compute, what is on the wire."""
 from figures import fmt, svg
 from figures.contract import Play, Readout, Select, Slider, View
-from models import strategies, tour
+from models import memory, strategies, tour
 
 NUMBER = 20
 TITLE = "The same seven strategies, as one moving picture"
 CAPTION = (
-    "A toy GPT of 4 layers, width 256 (3.1M parameters, 50 MB of model state), trained on a batch of 2,048 "
+    f"A toy GPT of {tour.TOY.layers} layers, width {tour.TOY.hidden} ({tour.TOY.params / 1e6:.1f}M parameters, "
+    f"{tour.TOY.state_bytes / 1e6:.0f} MB of model state), trained on a batch of {tour.TOY.tokens:,} "
     "tokens, cut seven ways. In each panel a column is a device, a row one layer: the bar is the share of "
     "that layer's state the device holds (weights, gradients, optimizer state), the outlined row is being "
     "computed, and the lines underneath are collectives, with the bytes they put on the wire. Press Play, "
@@ -34,7 +35,9 @@ CONTROLS = (
 PW, PH, GAP = 172, 204, 8  # one panel, in its own coordinates
 DEV_TOP, ROW_H, BUS_H = 42, 18, 25
 WIDTH = 4 * PW + 3 * GAP + 2 * 8
-LEDGER = (("params", 2 / 16), ("grads", 2 / 16), ("optimizer", 12 / 16))
+_ADAM = memory.OPTIMIZERS["adam_mixed"]  # the toy's 16 bytes a parameter (tour.STATE_BYTES_PER_PARAM)
+LEDGER = tuple((part, part_bytes / tour.STATE_BYTES_PER_PARAM) for part, part_bytes in (
+    ("params", _ADAM.param_bytes), ("grads", _ADAM.grad_bytes), ("optimizer", _ADAM.optimizer_bytes)))
 
 
 def _panel(pf):

@@ -123,6 +123,14 @@ def test_figure_13_readouts_are_the_models(changes):
     assert shown["comm_bytes_per_layer"] == tensor.tp_forward_bytes_per_rank(
         state["b"], state["s"], state["h"], state["t"], sequence_parallel=state["sp"])
     assert shown["saving_fraction"] == activations.sp_saving_fraction(*args, tp=state["t"], recompute=state["recompute"])
+    assert shown["tp_baseline_fraction"] == activations.fraction_of_tp_baseline(
+        *args, tp=state["t"], sequence_parallel=state["sp"], recompute=state["recompute"])
+    layer = activations.layer_activations(*args, tp=state["t"], sequence_parallel=state["sp"],
+                                          recompute=state["recompute"])
+    for part in ("outside_tp_bytes", "inside_tp_bytes", "attention_scores_bytes"):  # the three bar parts
+        assert shown[part] == getattr(layer, part)
+    assert sum(shown[part] for part in ("outside_tp_bytes", "inside_tp_bytes", "attention_scores_bytes")) == \
+        pytest.approx(shown["activation_bytes_per_layer"], rel=1e-12)
 
 
 @pytest.mark.parametrize("model", ["22B", "175B", "530B", "1T"])
@@ -187,6 +195,7 @@ def test_figure_14_readouts_are_the_models(changes):
     else:
         assert shown["ulysses_bytes_per_device"] is None
     assert shown["causal_imbalance"] == context.causal_work(C, state["layout"]).imbalance
+    assert shown["rank0_idle_steps"] == context.ring_idle_steps(context.causal_work(C, state["layout"]))[0]
     times = context.context_comm_time(s, h, heads, C, kv_heads=kv, intra_link=state["intra"],
                                       inter_link=state["inter"], gpus_per_node=state["gpus"])
     assert (shown["ring_time_s"], shown["ulysses_time_s"]) == (times.ring_s, times.ulysses_s)

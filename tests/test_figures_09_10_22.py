@@ -163,6 +163,8 @@ def test_fig22_starred_readouts_are_the_models(changes):
         per_writer_bytes_per_s=state["write_GBps"] * 1e9, filesystem_bytes_per_s=100e9,
         network_bytes_per_s=link.bandwidth_bytes_per_s, alpha_s=link.alpha_s)
     assert got["write_time_s"] == write.total_s
+    assert got["checkpoint_bytes"] == write.total_bytes == 14 * state["params"]
+    assert got["largest_write_bytes"] == write.peak_writer_bytes
 
 
 def test_fig22_lines_join_each_new_rank_to_each_range_it_reads():

@@ -145,6 +145,7 @@ def test_figure_17_readouts_are_the_models_numbers(raw):
     assert shown["crosses_node"].value == int(axis_crosses_node(mesh, state["axis"]))
     assert shown["world_size"].value == mesh.world_size == state["tp"] * state["cp"] * state["dp"] * state["pp"]
     assert shown["node"].value == mesh.node(state["rank"])
+    assert shown["group_nodes"].value == len({mesh.node(r) for r in mesh.group(state["axis"], state["rank"])})
     # every group of the chosen rank is in the table, named in full
     for axis in GROUP_AXES:
         assert fmt.rank_list(group_ranks(mesh, axis, state["rank"])).replace("\u2026", "&#8230;").replace(

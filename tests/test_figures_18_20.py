@@ -45,6 +45,10 @@ def test_fig18_readouts_are_the_step_model(changes):
             assert shown[key].value == step.exposed_s(axis)
         else:
             assert key not in shown  # only enabled strategies have one
+    if step.layout.pp > 1:
+        assert shown["bubble_s"].value == step.bubble_s
+    else:
+        assert "bubble_s" not in shown
 
 
 def test_fig18_default_is_megatrons_published_layout():
@@ -93,6 +97,10 @@ def test_fig19_readouts_are_the_ladder(changes):
     assert shown["first_bottleneck"].value == r.first_bottleneck and isinstance(shown["first_bottleneck"].value, str)
     assert shown["recommended_axis"].value == r.recommended_axis
     assert shown["model_state_bytes"].value == r.model_state_bytes == 16 * state["params"]
+    assert shown["activation_bytes"].value == r.activation_bytes
+    assert shown["hbm_bytes"].value == r.hbm_bytes
+    assert shown["per_device_bytes"].value == r.fix.per_device_bytes
+    assert shown["batch_tokens"].value == r.check("step_time").value == state["micro"] * state["seq"] * state["gpus"]
     lit = [p for p in ET.fromstring(view.svg).iter(f"{SVG}path") if "svg-lit" in p.get("class", "")]
     failed = next((i for i, c in enumerate(r.checks) if not c.passed), len(r.checks))
     # the start box, every question up to the first that fails, and one fix
@@ -155,3 +163,25 @@ def test_fig20_play_drives_the_frame_and_never_enters_a_link():
     state = figure.validate_state({**figure.default_state(), "playing": True, "phase": 3})
     assert encode_state(figure, state) == "fig-20:phase=3"
     assert figure.control("phase").values == tuple(range(len(tour.FRAMES)))
+
+
+def test_fig20_ledger_and_caption_are_the_toys_model_state():
+    from figures import fig20_seven_strategies as fig20
+    from models import memory
+    adam = memory.OPTIMIZERS["adam_mixed"]  # ZeRO Sec. 3.1: 2 + 2 + 12 bytes a parameter
+    assert adam.param_bytes + adam.grad_bytes + adam.optimizer_bytes == tour.STATE_BYTES_PER_PARAM
+    assert dict(fig20.LEDGER) == {"params": 2 / 16, "grads": 2 / 16, "optimizer": 12 / 16}
+    assert sum(share for _, share in fig20.LEDGER) == 1
+    assert "4 layers, width 256 (3.1M parameters, 50 MB of model state)" in fig20.CAPTION
+    assert f"a batch of {tour.TOY.tokens:,} tokens" in fig20.CAPTION
+
+
+def test_fig18_and_fig19_captions_quote_their_default_states():
+    _, view18 = _view(18)
+    assert "(TP 8, PP 8, DP 24)" in _figure(18).caption
+    assert _readouts(view18)["layout"].text.startswith("TP 8 x PP 8 x DP 24 ")
+    _, view19 = _view(19)
+    assert f"cannot hold its {_readouts(view19)['model_state_bytes'].text} of model state" in _figure(19).caption
+    assert _readouts(view19)["model_state_bytes"].value == 16 * _figure(19).default_state()["params"]
+    from figures import fig19_decision_tree as fig19
+    assert "16 bytes a parameter" in fig19.QUESTION["model_state"]

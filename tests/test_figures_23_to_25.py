@@ -21,6 +21,9 @@ def test_figure_23_readouts_are_the_models(changes):
     assert got["weak_efficiency"] == pytest.approx(p.weak.efficiency, rel=1e-12)
     assert got["sample_efficiency"] == scaling.sample_efficiency(state["per_device_batch"] * state["N"], state["b_noise"])
     assert got["effective_efficiency"] == pytest.approx(p.weak.efficiency * p.sample_efficiency, rel=1e-12)
+    assert got["global_batch_weak"] == p.weak_global_batch == state["per_device_batch"] * state["N"]
+    assert got["throughput"] == p.throughput_per_s
+    assert got["examples_multiplier"] == p.examples_multiplier
 
 
 def test_figure_23_default_reads_95_percent_while_training_needs_twice_the_samples():
@@ -59,6 +62,7 @@ def test_figure_24_readouts_are_the_models(fault, timeout_s, at_s):
     assert got["detected_after_s"] == t.detected_after_s
     assert got["first_stuck_call"] == ("none" if t.first_stuck is None else t.first_stuck.call.op)
     assert got["outcome"] == t.report.status
+    assert got["longest_wait_s"] == t.longest_wait_s
 
 
 def test_figure_24_default_divergent_rank_is_the_first_stuck_and_the_dead_rank_costs_one_timeout():
@@ -121,6 +125,7 @@ def test_figure_25_readouts_are_the_models(changes):
     assert got["asymptotic_over_mean"] == reliability.expected_max_normal_asymptotic(n, 1.0, cv)
     assert got["tax_fraction"] == max(reliability.straggler_tax(n, 1.0, cv), bad)
     assert got["sampled_step"] == reliability.sample_step(n, 1.0, cv, seed=state["seed"], bad_slowdown=bad).step_s
+    assert got["healthy_tax"] == reliability.straggler_tax(n, 1.0, cv)
 
 
 def test_figure_25_default_is_the_articles_eleven_percent_and_one_bad_card_dominates():
@@ -145,3 +150,10 @@ def test_figure_25_histogram_holds_every_drawn_rank_and_says_how_many(n, monkeyp
     (bars,) = path_data(v, "fill-forward")
     assert subpaths(bars) == sum(1 for c in counts if c)
     assert any(f"{reliability.MAX_SHOWN_RANKS:,} ranks drawn one by one" in t for t in texts(v)) == (n > reliability.MAX_SHOWN_RANKS)
+
+
+def test_figure_25_prose_names_the_number_of_ranks_drawn_one_by_one():
+    from pathlib import Path
+    prose = (Path(__file__).resolve().parent.parent / "site" / "content" / "24-failures.md").read_text()
+    n = f"{reliability.MAX_SHOWN_RANKS:,}"
+    assert f"Past {n} ranks the figure draws {n} of them one by one" in prose
