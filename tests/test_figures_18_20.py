@@ -177,11 +177,11 @@ def test_fig20_ledger_and_caption_are_the_toys_model_state():
 
 
 def test_fig18_and_fig19_captions_quote_their_default_states():
-    _, view18 = _view(18)
-    assert "(TP 8, PP 8, DP 24)" in _figure(18).caption
-    assert _readouts(view18)["layout"].text.startswith("TP 8 x PP 8 x DP 24 ")
-    _, view19 = _view(19)
-    assert f"cannot hold its {_readouts(view19)['model_state_bytes'].text} of model state" in _figure(19).caption
-    assert _readouts(view19)["model_state_bytes"].value == 16 * _figure(19).default_state()["params"]
+    _, view18 = render(18)
+    assert "(TP 8, PP 8, DP 24)" in registry()[18].caption
+    assert readouts(view18)["layout"].text.startswith("TP 8 x PP 8 x DP 24 ")
+    _, view19 = render(19)
+    assert f"cannot hold its {readouts(view19)['model_state_bytes'].text} of model state" in registry()[19].caption
+    assert readouts(view19)["model_state_bytes"].value == 16 * registry()[19].default_state()["params"]
     from figures import fig19_decision_tree as fig19
     assert "16 bytes a parameter" in fig19.QUESTION["model_state"]
