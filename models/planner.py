@@ -487,7 +487,7 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
     # attention core QK^T and AV: 4·b·(s/cp)·s·h/t FLOPs; a causal FlashAttention kernel
     # skips the masked half (Dao 2023, FlashAttention-2 Sec. 3.1).
     attention = 4.0 * tokens * s * h / tp * (0.5 if flash else 1.0) / (ctx.peak * ATTENTION_EFFICIENCY)
-    ledger, _ = _layer_ledger(model, s_local, mb, tp, sp, "none", flash, moe)
+    ledger, scores = _layer_ledger(model, s_local, mb, tp, sp, "none", flash, moe)  # everything a forward writes
     elementwise = ELEMENTWISE_TRAFFIC * ledger / ctx.hbm_rate
     layer = _Layer()
     layer.forward_s = forward + attention + elementwise
@@ -498,7 +498,6 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
     if recompute == "full":
         layer.recompute_s = layer.forward_s
     elif recompute == "selective":
-        _, scores = _layer_ledger(model, s_local, mb, tp, sp, "none", flash, moe)
         layer.recompute_s = attention + ELEMENTWISE_TRAFFIC * scores / ctx.hbm_rate
     else:
         layer.recompute_s = 0.0
