@@ -57,7 +57,8 @@ ATTENTION_EFFICIENCY = 0.50
 # Bytes the non-GEMM kernels (layernorm, dropout, activation function, residual adds,
 # softmax) move through HBM per byte of a layer's activation ledger, per forward pass;
 # a backward pass moves twice that. Each stored tensor is written once and read at least
-# once more; ~2.75 is that plus the inputs these kernels read.
+# once more (2), plus the inputs these kernels read; the value is fitted with
+# GEMM_EFFICIENCY to the same four rows (docs/MODELS.md, "Planner").
 ELEMENTWISE_TRAFFIC = 2.5
 # Achievable bus bandwidth over the datasheet link rate: NCCL's own tuning model caps A100
 # NVLink at 235 GB/s of the 300 GB/s peak (NVIDIA/nccl src/graph/tuning.cc).
