@@ -73,8 +73,9 @@ USABLE_HBM_FRACTION = 0.90
 PARAM_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 4, 12
 ACTIVATION_BYTES = 2  # bf16 activations and messages
 # One Adam step reads the fp32 gradient, master weight and two moments and writes the
-# master weight, both moments and the bf16 weight: 4*4 + 3*4 + 2 bytes per parameter.
-ADAM_STEP_BYTES = 30
+# master weight, both moments and the bf16 weight: 4*4 + 3*4 + 2 = 30 bytes per parameter.
+ADAM_STEP_BYTES = memory.optimizer_step_traffic_bytes(param_bytes=PARAM_BYTES, grad_bytes=GRAD_BYTES,
+                                                      optimizer_bytes=OPTIMIZER_BYTES)
 
 RECOMPUTE_OPTIONS = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved", "zb-h1", "gpipe")
