@@ -415,3 +415,16 @@ def ddp_memory(params, devices, hbm_bytes, *, optimizer="adam_mixed", activation
 
 
 __all__ += ["DdpMemory", "ddp_memory"]
+
+
+def optimizer_step_traffic_bytes(*, param_bytes=2, grad_bytes=2, optimizer_bytes=12):
+    """HBM bytes one mixed-precision optimizer step moves per parameter it updates: it reads the
+    gradient and the K bytes of optimizer state (master weight and moments), writes the state
+    back and writes the working weight: grad + 2K + param (the ZeRO Sec. 3.1 ledger, 2 + 2 + K,
+    with the state read and written). Adam with bf16 gradients: 2 + 24 + 2 = 28; with
+    Megatron-LM's fp32 main gradients: 4 + 24 + 2 = 30."""
+    _check_bytes(param_bytes, grad_bytes, optimizer_bytes)
+    return grad_bytes + 2 * optimizer_bytes + param_bytes
+
+
+__all__ += ["optimizer_step_traffic_bytes"]

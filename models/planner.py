@@ -57,7 +57,8 @@ ATTENTION_EFFICIENCY = 0.50
 # Bytes the non-GEMM kernels (layernorm, dropout, activation function, residual adds,
 # softmax) move through HBM per byte of a layer's activation ledger, per forward pass;
 # a backward pass moves twice that. Each stored tensor is written once and read at least
-# once more; ~2.75 is that plus the inputs these kernels read.
+# once more (2), plus the inputs these kernels read; the value is fitted with
+# GEMM_EFFICIENCY to the same four rows (docs/MODELS.md, "Planner").
 ELEMENTWISE_TRAFFIC = 2.5
 # Achievable bus bandwidth over the datasheet link rate: NCCL's own tuning model caps A100
 # NVLink at 235 GB/s of the 300 GB/s peak (NVIDIA/nccl src/graph/tuning.cc).
@@ -72,8 +73,9 @@ USABLE_HBM_FRACTION = 0.90
 PARAM_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 4, 12
 ACTIVATION_BYTES = 2  # bf16 activations and messages
 # One Adam step reads the fp32 gradient, master weight and two moments and writes the
-# master weight, both moments and the bf16 weight: 4*4 + 3*4 + 2 bytes per parameter.
-ADAM_STEP_BYTES = 30
+# master weight, both moments and the bf16 weight: 4*4 + 3*4 + 2 = 30 bytes per parameter.
+ADAM_STEP_BYTES = memory.optimizer_step_traffic_bytes(param_bytes=PARAM_BYTES, grad_bytes=GRAD_BYTES,
+                                                      optimizer_bytes=OPTIMIZER_BYTES)
 
 RECOMPUTE_OPTIONS = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved", "zb-h1", "gpipe")
@@ -487,7 +489,7 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
     # attention core QK^T and AV: 4·b·(s/cp)·s·h/t FLOPs; a causal FlashAttention kernel
     # skips the masked half (Dao 2023, FlashAttention-2 Sec. 3.1).
     attention = 4.0 * tokens * s * h / tp * (0.5 if flash else 1.0) / (ctx.peak * ATTENTION_EFFICIENCY)
-    ledger, _ = _layer_ledger(model, s_local, mb, tp, sp, "none", flash, moe)
+    ledger, scores = _layer_ledger(model, s_local, mb, tp, sp, "none", flash, moe)  # everything a forward writes
     elementwise = ELEMENTWISE_TRAFFIC * ledger / ctx.hbm_rate
     layer = _Layer()
     layer.forward_s = forward + attention + elementwise
@@ -498,7 +500,6 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
     if recompute == "full":
         layer.recompute_s = layer.forward_s
     elif recompute == "selective":
-        _, scores = _layer_ledger(model, s_local, mb, tp, sp, "none", flash, moe)
         layer.recompute_s = attention + ELEMENTWISE_TRAFFIC * scores / ctx.hbm_rate
     else:
         layer.recompute_s = 0.0

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from models import collectives, context, experts, hardware, overlap, pipeline
+from models import collectives, context, experts, hardware, memory, overlap, pipeline
 from models._validate import at_most, choice, positive_int
 from models.ddp import assign_buckets
 from models.hsdp import INTER_NODE, INTRA_NODE, NO_FABRIC
@@ -80,7 +80,7 @@ BATCH_SEQUENCES = 32  # sequences per model replica per step; with PP, microbatc
 COMPUTE_EFFICIENCY = 0.5
 # Adam reads and writes the fp32 weight and both moments (12 + 12 bytes), reads the bf16
 # gradient and writes the bf16 weight (2 + 2): ZeRO Sec. 3.1's 2 + 2 + K bytes, K = 12.
-OPTIMIZER_BYTES_PER_PARAM = 28
+OPTIMIZER_BYTES_PER_PARAM = memory.optimizer_step_traffic_bytes(param_bytes=2, grad_bytes=2, optimizer_bytes=12)
 BYTES_PER_ELEMENT = 2  # bf16 activations, weights and gradients
 MAX_GPUS = 2**20
 

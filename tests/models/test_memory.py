@@ -315,3 +315,14 @@ def test_huge_inputs_do_not_overflow():
     with pytest.raises(ValueError, match="total_params"):
         m.deepspeed_zero2_estimate(1e308, num_gpus_per_node=8)
     assert m.deepspeed_zero3_estimate(1e30, 1e9, num_gpus_per_node=8).cpu_bytes > 0
+
+
+def test_optimizer_step_traffic_reads_and_writes_the_state_once_each():
+    # grad read + K read + K written + working weight written: 2 + 12 + 12 + 2 for bf16 gradients.
+    assert m.optimizer_step_traffic_bytes() == 28
+    assert m.optimizer_step_traffic_bytes(grad_bytes=4) == 30  # Megatron-LM's fp32 main gradients
+    from models import planner, step_timeline
+    assert planner.ADAM_STEP_BYTES == 30
+    assert step_timeline.OPTIMIZER_BYTES_PER_PARAM == 28
+    with pytest.raises(ValueError, match="optimizer_bytes"):
+        m.optimizer_step_traffic_bytes(optimizer_bytes=-1)

@@ -103,6 +103,22 @@ def test_model_states_are_the_memory_ledger_with_megatron_bytes():
     assert rank1[0] == pytest.approx(2 * 12 * layer_params)
 
 
+def test_expert_states_are_the_memory_ledger_over_the_expert_data_parallel_group():
+    # Experts shard over dp*cp/ep ranks, everything else over dp*cp (Megatron-Core's expert-data-
+    # parallel group): each part is memory.model_states at its own degree.
+    mixtral = planner.model_preset("mixtral-8x7b")
+    cluster = Cluster(gpu="h100_sxm", gpus=64)
+    plan = Plan(tp=2, pp=1, dp=32, ep=8, microbatch=1, global_batch=32, zero=0)
+    experts_local = mixtral.moe_layers * mixtral.experts * mixtral.expert_params / (plan.tp * plan.ep)
+    dense_local = planner.predict(mixtral, cluster, plan).stage_memory[0][0] / 2 - experts_local
+    for zero in memory.STAGES:
+        got = planner.predict(mixtral, cluster, replace(plan, zero=zero)).stage_memory[0][:3]
+        dense, expert = (memory.model_states(n, ranks, zero, param_bytes=2, grad_bytes=4, optimizer_bytes=12)
+                         for n, ranks in ((dense_local, 32), (experts_local, 32 // 8)))
+        assert got == pytest.approx((dense.params_bytes + expert.params_bytes, dense.grads_bytes + expert.grads_bytes,
+                                     dense.optimizer_bytes + expert.optimizer_bytes), rel=1e-12)
+
+
 def test_megatron_distributed_optimizer_is_6_plus_12_over_dp_bytes_per_parameter():
     case = published_cases()["megatron-mem-theory"]["expected"]
     assert case["bytes_per_param_no_dist_opt"] == planner.PARAM_BYTES + planner.GRAD_BYTES + planner.OPTIMIZER_BYTES
