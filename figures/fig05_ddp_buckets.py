@@ -56,16 +56,13 @@ def render(state):
     scale = (X1 - X0) / end
     x = lambda t: X0 + t * scale  # noqa: E731 (a time scale)
     backward_end = x(step.backward_end_s)
-    # A bucket's layers run back to back on the compute lane, from the previous bucket's last gradient to its own.
-    compute_starts = (0.0,) + step.ready_s[:-1]
-    compute_lengths = [count * step.layer_backward_s for count in step.bucket_layers]
     parts = [
         svg.text(0, 14, f"{fmt.count(buckets)} bucket{'s' if buckets > 1 else ''}: 1 MiB first, then "
                         f"{fmt.count(state['bucket_mb'])} MiB caps", class_="svg-label svg-strong"),
         svg.text(0, 34, f"each layer adds {fmt.data_size(step.layer_bytes)} of bf16 gradients", class_="svg-label-soft"),
         svg.text(X0, COMPUTE_Y - 6, f"backward: layer {state['layers'] - 1} first, layer 0 last", class_="svg-label"),
         svg.text(X0, COMM_Y - 6, f"ring AllReduce of each bucket over {RANKS} ranks", class_="svg-label"),
-        *_lane(_bars(compute_starts, compute_lengths, step.bucket_layers), COMPUTE_Y, scale, "backward"),
+        *_lane(_bars(step.backward_start_s, step.backward_s, step.bucket_layers), COMPUTE_Y, scale, "backward"),
         *_lane(_bars(step.start_s, step.comm_s, step.bucket_layers), COMM_Y, scale, "comm", 1.0),
         svg.lanes([(0, max(1, round(step.latency_s * US)), [round(t * US) for t in step.start_s])], x=X0, y=COMM_Y,
                   x_scale=scale / US, lane_height=LANE, fill_ratio=1.0, class_="stroke-idle"),

@@ -61,7 +61,7 @@ def _timeline(parts, r, state):
     scale = (X1 - X0) / longest
     x = lambda t: X0 + t * scale  # noqa: E731 (a time scale)
     gemm = state["compute_ms"] / 1e3
-    slowed_until = min(r.compute_overlapped_s, r.comm_s)
+    slowed_until = r.slowed_until_s
     # (title, GEMM bars (start, end, opacity), when the AllReduce starts, where its exposed part starts, step)
     rows = (
         ("What a timeline diagram draws", ((0, gemm, 1.0),), 0.0, gemm, res.nominal_step_s),

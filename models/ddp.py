@@ -356,6 +356,8 @@ class UniformStep:
     layer_backward_s: float
     bucket_layers: tuple  # how many layers each bucket holds
     size_bytes: tuple
+    backward_start_s: tuple  # the backward of its first layer starts (the previous bucket's ready time)
+    backward_s: tuple  # its layers' backward, back to back: layers x layer_backward_s
     ready_s: tuple  # its last gradient is ready: the backward of its last layer ends
     start_s: tuple  # its AllReduce starts (buckets launch in order on one stream)
     finish_s: tuple
@@ -413,7 +415,8 @@ def uniform_step(params, layers, backward_s, *, ranks, alpha_s, bandwidth_bytes_
     latency_s = allreduce_s(0)
     return UniformStep(
         layer_bytes=size, layer_backward_s=per_layer_s, bucket_layers=counts,
-        size_bytes=tuple(c * size for c in counts), ready_s=tuple(ready), start_s=tuple(starts),
+        size_bytes=tuple(c * size for c in counts), backward_start_s=(0.0,) + tuple(ready[:-1]),
+        backward_s=tuple(c * per_layer_s for c in counts), ready_s=tuple(ready), start_s=tuple(starts),
         finish_s=tuple(finishes), comm_s=tuple(comm), latency_s=latency_s, backward_end_s=backward_end_s,
         comm_end_s=free, exposed_comm_s=exposed, total_comm_s=total, latency_total_s=len(counts) * latency_s,
         overlap_fraction=max(0.0, 1.0 - exposed / total) if total > 0 else 1.0,

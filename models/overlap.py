@@ -279,6 +279,7 @@ class ThreeResources:
     result: OverlapResult  # overlap_step with those two contentions
     compute_overlapped_s: float  # the GEMM's time from its start to its end, with the collective
     compute_slowdown: float  # compute_overlapped_s / compute_s (>= 1); NOT OverlapResult.compute_slowdown
+    slowed_until_s: float  # the GEMM runs slowed while both run: until the first of the two ends
     overlap_efficiency: float  # share of the collective's time that did not add to the step
     exposed_comm_s: float
     step_s: float
@@ -316,6 +317,7 @@ def three_resource_overlap(compute_s, comm_bytes, link_bytes_per_s, *, channels,
         result=result,
         compute_overlapped_s=compute_overlapped_s,
         compute_slowdown=compute_overlapped_s / compute_s if compute_s > 0 else 1.0,
+        slowed_until_s=min(compute_overlapped_s, comm_s),
         overlap_efficiency=result.overlap_efficiency,
         exposed_comm_s=result.exposed_comm_s,
         step_s=result.step_s,

@@ -28,6 +28,8 @@ def test_uniform_step_by_hand():
     assert s.bucket_layers == (1, 3, 3, 1)
     assert s.size_bytes == (MiB, 3 * MiB, 3 * MiB, MiB)
     assert s.ready_s == pytest.approx((1e-3, 4e-3, 7e-3, 8e-3))
+    assert s.backward_start_s == pytest.approx((0, 1e-3, 4e-3, 7e-3))
+    assert s.backward_s == pytest.approx((1e-3, 3e-3, 3e-3, 1e-3))
     assert s.start_s == pytest.approx((1e-3, 4e-3, 7e-3, 10e-3))
     assert s.finish_s == pytest.approx((2e-3, 7e-3, 10e-3, 11e-3))
     assert (s.backward_end_s, s.comm_end_s, s.exposed_comm_s, s.total_comm_s) == pytest.approx((8e-3, 11e-3, 3e-3, 8e-3))

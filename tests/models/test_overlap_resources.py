@@ -33,6 +33,7 @@ def test_three_resources_by_hand():
     assert r.exposed_comm_s == 0
     assert r.overlap_efficiency == pytest.approx(rate)
     assert r.compute_slowdown == pytest.approx(1 + comm * (1 - rate) / 10e-3)
+    assert r.slowed_until_s == pytest.approx(comm)  # the GEMM runs slowed only while the collective runs
     # Reference article: efficiency "between 60% and 90%", a tax of "5-15%" on a busy step.
     assert 0.6 <= r.overlap_efficiency <= 0.9 and 1.05 <= r.compute_slowdown <= 1.15
 
@@ -43,6 +44,7 @@ def test_a_collective_longer_than_the_gemm_is_partly_exposed():
     rate = (1 - 16 / 132 * 0.7) * (1 - 150 / 3350 * 0.3)
     assert r.step_s == pytest.approx(40e-3)
     assert r.compute_overlapped_s == pytest.approx(10e-3 / rate)
+    assert r.slowed_until_s == pytest.approx(10e-3 / rate)  # slowed all the way
     assert r.exposed_comm_s == pytest.approx(40e-3 - 10e-3 / rate)
     assert r.overlap_efficiency == pytest.approx(10e-3 / 40e-3)
 
