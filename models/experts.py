@@ -343,6 +343,7 @@ class AllToAllBytes:
     forward_bytes: float  # dispatch + combine in the forward pass
     forward_backward_bytes: float  # the backward pass repeats both (gradients flow back)
     off_rank_bytes_per_direction: float  # the (ep-1)/ep that leaves the rank, uniform routing
+    off_rank_forward_bytes: float  # dispatch + combine: what leaves the rank in the forward pass
 
 
 def moe_alltoall_bytes(top_k, micro_batch, seq, hidden, dtype_bytes=2, ep=1):
@@ -356,7 +357,8 @@ def moe_alltoall_bytes(top_k, micro_batch, seq, hidden, dtype_bytes=2, ep=1):
     per_direction = float(top_k) * micro_batch * seq * hidden * dtype_bytes
     if not math.isfinite(per_direction):
         raise ValueError("top_k * micro_batch * seq * hidden * dtype_bytes overflows the float range")
-    return AllToAllBytes(per_direction, 2 * per_direction, 4 * per_direction, per_direction * (ep - 1) / ep)
+    off_rank = per_direction * (ep - 1) / ep
+    return AllToAllBytes(per_direction, 2 * per_direction, 4 * per_direction, off_rank, 2 * off_rank)
 
 
 # ---- routing in expectation: fast enough for a figure at any size -------------------------------------

@@ -82,6 +82,7 @@ def test_alltoall_bytes_article_formula():
     assert a.per_direction_bytes == 2 * 1 * 4096 * 4096 * 2 == 67_108_864
     assert a.forward_bytes == 2 * a.per_direction_bytes and a.forward_backward_bytes == 4 * a.per_direction_bytes
     assert a.off_rank_bytes_per_direction == pytest.approx(a.per_direction_bytes * 7 / 8)
+    assert a.off_rank_forward_bytes == pytest.approx(a.forward_bytes * 7 / 8)  # dispatch + combine
     # "top-2 doubles both expert compute and token movement relative to top-1"
     assert moe_alltoall_bytes(2, 4, 2048, 8192).per_direction_bytes == 2 * moe_alltoall_bytes(1, 4, 2048, 8192).per_direction_bytes
     assert moe_alltoall_bytes(1, 1, 1, 1, ep=1).off_rank_bytes_per_direction == 0
