@@ -22,7 +22,7 @@ CONTROLS = (
            default=450, unit="GB/s"),
     Slider("channels", "NCCL channels", stops=tuple(2**k for k in range(7)), default=16),
     Select("sms", "SMs on the GPU", options=tuple(
-        (n, f"{n} ({hardware.GPUS[key].name.replace('NVIDIA ', '').replace('AMD Instinct ', '')})")
+        (n, f"{n} ({hardware.GPUS[key].short_name})")
         for n, key in GPU_BY_SMS.items()), default=132),
     Slider("mem_bound", "Memory-bound share of the GEMM", stops=tuple(i / 10 for i in range(11)), default=0.3,
            format=lambda v: fmt.percent(v, 0)),

@@ -73,7 +73,7 @@ def _per_gpu_panel(state, wall, hbm, gpu):
         svg.boxes([(_x(state["N"]) - SLOT * 0.48, y(below) - 3, SLOT * 0.96, bottom - y(below) + 3)],
                   class_="svg-ink", stroke_width=1.5),
         svg.segments([(X0, y(hbm), X1, y(hbm))], class_="stroke-hbm", stroke_width=2, stroke_dasharray="6 4"),
-        svg.text(X1, y(hbm) - 6, f"HBM of one {gpu.name.split(' (')[0].replace('NVIDIA ', '')}: {fmt.gigabytes(hbm)}",
+        svg.text(X1, y(hbm) - 6, f"HBM of one {gpu.short_name}: {fmt.gigabytes(hbm)}",
                  class_="svg-label svg-halo", text_anchor="end"),
     ]
     return parts + _n_axis(bottom)

@@ -73,8 +73,8 @@ def render(state):
     parts.append(svg.texts(labels, class_="svg-label", text_anchor="middle"))
     parts.append(svg.text(LEFT - 6, base + 31, "GEMM eff.", class_="svg-label-soft", text_anchor="end"))
     inside = [t.tp for t in times if not t.crosses_node]
-    intra = hardware.LINKS[hardware.gpu(state["gpu"]).scale_up_link].name.split(" (")[0]
-    network = hardware.LINKS[state["inter"]].name.split(" (")[0]
+    intra = hardware.LINKS[hardware.gpu(state["gpu"]).scale_up_link].short_name
+    network = hardware.LINKS[state["inter"]].short_name
     if len(inside) < len(DEGREES):  # the node boundary, between the last T that fits and the first that does not
         edge = LEFT + len(inside) * SLOT
         parts.append(svg.segments([(edge, TOP - 20, edge, base + 36)], class_="svg-ink-stroke", stroke_dasharray="4 3"))

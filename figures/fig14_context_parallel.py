@@ -129,7 +129,7 @@ def render(state):
         (labels if c == C else soft).append((x + 6, base + 14, f"C={c}"))
         if t.crosses_node and not sweep[i - 1].crosses_node:
             edges.append((x, base - 126, x, base + 4))
-            soft.append((x + 4, base - 116, f"{hardware.LINKS[t.link].name.split(' (')[0]} >"))
+            soft.append((x + 4, base - 116, f"{hardware.LINKS[t.link].short_name} >"))
     for i, (key, name) in enumerate((("comm", "ring: can hide behind compute"), ("exposed", "Ulysses: attention waits"))):
         fills.setdefault(key, []).append((LEFT, y + 24 + 16 * i, 10, 10))
         soft.append((LEFT + 14, y + 33 + 16 * i, name))

@@ -43,6 +43,14 @@ def _pcie_x16_one_direction_bytes_per_s(gigatransfers_per_s):
     return gigatransfers_per_s * 1e9 * 16 * (128 / 130) / 8
 
 
+def _short(name):
+    """A name as a drawing labels it: no vendor prefix, no parenthesised detail."""
+    name = name.split(" (")[0]
+    for prefix in ("NVIDIA ", "AMD Instinct "):
+        name = name.removeprefix(prefix)
+    return name
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     key: str
@@ -54,6 +62,10 @@ class GpuSpec:
     source: str
     note: str = ""
 
+    @property
+    def short_name(self):  # "H100 SXM 80GB"
+        return _short(self.name)
+
 
 @dataclass(frozen=True)
 class LinkSpec:
@@ -64,6 +76,10 @@ class LinkSpec:
     alpha_s: float  # per message step; an ESTIMATE, see ALPHA_NOTE
     source: str
     note: str = ""
+
+    @property
+    def short_name(self):  # "NVLink 4", "InfiniBand NDR 400 Gb/s"
+        return _short(self.name)
 
 
 ALPHA_NOTE = (

@@ -117,3 +117,12 @@ def test_unit_helpers():
 def test_unit_helpers_finite_positive(x):
     for value in (H.gbit_per_s_to_bytes_per_s(x), H.bidir_to_one_direction_bytes_per_s(x)):
         assert math.isfinite(value) and value > 0
+
+
+def test_short_names_drop_the_vendor_and_the_parenthesised_detail():
+    assert H.GPUS["h100_sxm"].short_name == "H100 SXM 80GB"
+    assert H.GPUS["b200"].short_name == "B200"
+    assert H.GPUS["mi300x"].short_name == "MI300X"
+    assert H.LINKS["nvlink4"].short_name == "NVLink 4"
+    assert H.LINKS["ib_ndr"].short_name == "InfiniBand NDR 400 Gb/s"
+    assert all(spec.short_name and "(" not in spec.short_name for spec in (*H.GPUS.values(), *H.LINKS.values()))
