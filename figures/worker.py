@@ -247,7 +247,7 @@ class Worker:
         self.sessions = {}
         self.touched = []  # figure numbers, most recently touched last
         self.watched = []  # figure numbers in view
-        self.wake = asyncio.Event()
+        self.waiter = None  # what the render-ahead loop awaits while idle
         self.last_report = {}
         self.last_call = 0.0
 
@@ -273,7 +273,7 @@ class Worker:
             self.touched.remove(number)
         self.touched.append(number)
         session.plan_ahead(state)
-        self.wake.set()
+        self.wake()
 
     def update(self, number, readings_json, values_json, state_json):
         """The reader moved controls (``readings``: every control's reading) or clicked a
@@ -322,7 +322,7 @@ class Worker:
             session = self._session(number)
             if session.center is None:
                 session.plan_ahead(session.figure.default_state())
-        self.wake.set()
+        self.wake()
 
     def rehearsal(self, number, index):
         """The chart of the ``index``-th state near the last one touched (a Plotly spec as
@@ -354,13 +354,20 @@ class Worker:
                 return session
         return None
 
+    def wake(self):
+        """A call came: the render-ahead loop, if idle, looks again at what to do."""
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
     async def _idle(self, seconds=None):
-        """Wait until a call wakes the loop (or ``seconds`` pass)."""
-        self.wake.clear()
-        try:
-            await asyncio.wait_for(self.wake.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
+        """Wait until a call wakes the loop (or ``seconds`` pass). Nothing is cancelled:
+        Pyodide's event loop prints a traceback for every cancelled task (pyodide#5782),
+        which ``asyncio.wait_for``'s timeout is; the timer just resolves the waiter."""
+        loop = asyncio.get_running_loop()
+        self.waiter = waiter = loop.create_future()
+        if seconds is not None:
+            loop.call_later(seconds, lambda: waiter.done() or waiter.set_result(None))
+        await waiter
 
     async def render_ahead(self):
         """Forever: render one state ahead per event-loop turn while there is one, and

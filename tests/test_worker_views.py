@@ -107,3 +107,34 @@ def test_the_render_ahead_loop_posts_each_view_once_nearest_first():
     assert len({json.dumps(s, sort_keys=True) for s in states}) == len(states)  # never twice
     progress = [m for m in posted if isinstance(m, dict)]
     assert progress and progress[-1]["type"] == "ahead" and progress[-1]["number"] == 4
+
+
+def test_the_render_ahead_loop_never_cancels_a_task():
+    """Pyodide's event loop prints a traceback for every cancelled task (pyodide#5782), which
+    the page's tests see as console errors: waiting out the pause after a call must not
+    cancel one (``asyncio.wait_for``'s timeout did)."""
+    worker = Worker(lambda message: None)
+    cancelled_while_serving = []
+
+    async def run():
+        cancelled = []
+
+        def factory(loop, coro, **options):
+            task = asyncio.Task(coro, loop=loop, **options)
+            task.add_done_callback(lambda done: done.cancelled() and cancelled.append(done))
+            return task
+
+        asyncio.get_running_loop().set_task_factory(factory)
+        task = asyncio.ensure_future(worker.render_ahead())
+        for _ in range(6):  # calls a drag apart, then a pause: the loop waits out QUIET_S each time
+            worker.update(4, "{}", "{}", "")
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        cancelled_while_serving.extend(cancelled)
+        task.cancel()
+
+    thread = threading.Thread(target=asyncio.run, args=(run(),))
+    thread.start()
+    thread.join()
+    assert worker.sessions[4].ahead > 0  # it did render ahead meanwhile
+    assert cancelled_while_serving == []
