@@ -12,6 +12,7 @@ browser runs later, so the page is complete before Python boots. The browser run
 the browser as one zip archive. Output is deterministic: same inputs, same bytes.
 """
 import argparse
+import base64
 import functools
 import gzip
 import hashlib
@@ -73,14 +74,29 @@ except BaseException as error:
 serve()
 """
 
-# The page's Content-Security-Policy: scripts from this origin only, never inline.
-# Pyodide compiles WebAssembly ('wasm-unsafe-eval'). PyScript 0.7.31 needs two more (the
-# README names them): it builds its worker's hooks with Function() ('unsafe-eval'; without
-# it PyScript falls back to a main-thread interpreter from a CDN, which the policy then
-# blocks) and starts that worker from a blob: URL (worker-src). plotly.js injects <style>.
+# The article after its first FIRST_HELD_CHAPTER chapters arrives held back (hidden by
+# playbook.css) and playbook.js shows it a few blocks per task: laid out all at once, the
+# page's 16k layout objects were one 100-400 ms task after first paint, when the reader
+# could not scroll. The flag that holds it (html[data-hold]) is set by the page's one
+# inline script, so a reader without JavaScript sees every chapter at once. The flag's
+# value is a timer that drops it after HOLD_FALLBACK_MS, showing the whole article, in case
+# playbook.js never runs; playbook.js cancels it. (playbook.js never drops the flag
+# itself: that restyles the whole page, 60-110 ms.)
+FIRST_HELD_CHAPTER = 2
+HOLD_FALLBACK_MS = 15000
+HOLD_SCRIPT = ('var root=document.documentElement;root.setAttribute("data-hold",'
+               'setTimeout(function(){root.removeAttribute("data-hold")},%d))' % HOLD_FALLBACK_MS)
+HOLD_SCRIPT_HASH = "'sha256-%s'" % base64.b64encode(hashlib.sha256(HOLD_SCRIPT.encode()).digest()).decode()
+
+# The page's Content-Security-Policy: scripts from this origin only, and one inline script
+# (the hold flag above) allowed by its hash. Pyodide compiles WebAssembly
+# ('wasm-unsafe-eval'). PyScript 0.7.31 needs two more (the README names them): it builds
+# its worker's hooks with Function() ('unsafe-eval'; without it PyScript falls back to a
+# main-thread interpreter from a CDN, which the policy then blocks) and starts that worker
+# from a blob: URL (worker-src). plotly.js injects <style>.
 CONTENT_SECURITY_POLICY = "; ".join((
     "default-src 'self'",
-    "script-src 'self' 'wasm-unsafe-eval' 'unsafe-eval'",
+    f"script-src 'self' {HOLD_SCRIPT_HASH} 'wasm-unsafe-eval' 'unsafe-eval'",
     "worker-src 'self' blob:",
     "connect-src 'self'",
     "img-src 'self' data:",
@@ -508,9 +524,10 @@ def build(dist=ROOT / "dist", base_url="/"):
     figures = registry()
     article = Article(templates, figures, strategies, load_references())
     sections = []
-    for path in sorted(CONTENT.glob("*.md")):
+    for index, path in enumerate(sorted(CONTENT.glob("*.md"))):
+        held = " data-held" if index >= FIRST_HELD_CHAPTER else ""
         try:
-            sections.append(f'<section class="chapter" data-source="{path.name}">\n{article.render_file(path)}</section>')
+            sections.append(f'<section class="chapter" data-source="{path.name}"{held}>\n{article.render_file(path)}</section>')
         except BuildError:
             raise
         except jinja2.TemplateError as error:
@@ -532,6 +549,7 @@ def build(dist=ROOT / "dist", base_url="/"):
             script=f"{base_url}{script}",
             noscript_stylesheet=f"{base_url}{noscript_stylesheet}",
             content_security_policy=CONTENT_SECURITY_POLICY,
+            hold_script=HOLD_SCRIPT,
             service_worker=f"{base_url}sw.js",
             favicon=f"{base_url}{favicon}",
             # Open Graph wants absolute URLs: with --base-url https://host/path/ they are.

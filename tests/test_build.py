@@ -1,6 +1,8 @@
 """The builder: deterministic output, versioned asset URLs, a server with the MIME types
 Pyodide needs, and source mistakes reported as file:line instead of a silent blank."""
+import base64
 import gzip
+import hashlib
 import html as html_lib
 import json
 import re
@@ -229,15 +231,28 @@ def test_prose_quotes_a_figure_readout_at_its_default_or_a_named_state(tmp_path)
     assert f'data-key="per_device_bytes">{ddp}</span>, ZeRO-3 <span' in html and ">1.88 GB</span>" in html
 
 
-def test_no_inline_script_runs_and_the_policy_says_so(built):
+def test_the_one_inline_script_is_the_hold_flag_and_the_policy_allows_only_it(built):
     html = (built / "index.html").read_text()
-    for tag in re.findall(r"<script\b[^>]*>", html):
-        assert 'src="' in tag or 'type="application/json"' in tag, tag  # data blocks never run
+    inline = [body for tag, body in re.findall(r"(<script\b[^>]*>)(.*?)</script>", html, flags=re.S)
+              if 'src="' not in tag and 'type="application/json"' not in tag and 'type="py"' not in tag]
+    assert inline == [build.HOLD_SCRIPT]  # data blocks never run; the only code inline sets html[data-hold]
+    assert "data-hold" in build.HOLD_SCRIPT and "setTimeout" in build.HOLD_SCRIPT
     assert not re.search(r"\son[a-z]+=", re.sub(r"<(svg|math)\b.*?</\1>", "", html, flags=re.S)), "inline event handler"
     policy = html_lib.unescape(re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1))
     directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
-    assert directives["script-src"].split() == ["'self'", "'wasm-unsafe-eval'", "'unsafe-eval'"]
+    digest = base64.b64encode(hashlib.sha256(build.HOLD_SCRIPT.encode()).digest()).decode()
+    assert directives["script-src"].split() == ["'self'", f"'sha256-{digest}'", "'wasm-unsafe-eval'", "'unsafe-eval'"]
     assert directives["connect-src"] == "'self'" and "'unsafe-inline'" not in directives["script-src"]
+
+
+def test_chapters_after_the_first_are_held_and_figure_controls_wait_in_templates(built):
+    html = (built / "index.html").read_text()
+    chapters = re.findall(r'<section class="chapter"[^>]*>', html)
+    assert len(chapters) > build.FIRST_HELD_CHAPTER
+    assert all(("data-held" in tag) == (index >= build.FIRST_HELD_CHAPTER) for index, tag in enumerate(chapters))
+    outside_templates = re.sub(r"<template\b.*?</template>", "", html, flags=re.S)
+    assert "data-control=" not in outside_templates and "<form" not in outside_templates
+    assert html.count('<template data-role="controls-template"><form class="controls"') == len(registry())
 
 
 def test_the_page_describes_itself_for_links_and_tabs(built, tmp_path):

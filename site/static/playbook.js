@@ -218,6 +218,11 @@
 
   function started() {
     worker.ready = true;
+    revealed.then(live);
+  }
+
+  function live() {
+    if (worker.failed) return;
     progress(4);
     figures.forEach(function (figure) { figure.live(); });
     call("watch", JSON.stringify(Array.from(visibleNumbers))).catch(function () {});
@@ -229,17 +234,25 @@
     const restoring = hash.startsWith("#fig-") ? restore(hash) : Promise.resolve();
     restoring.then(function () {
       figures.forEach(function (figure) { figure.pump(); });
-      // Ready turns on content-visibility for chapters (playbook.css): each first keeps
-      // the height it has now, so nothing above the reader moves.
-      document.querySelectorAll(".chapter").forEach(function (chapter) {
-        chapter.style.containIntrinsicSize = "auto " + chapter.offsetHeight + "px";
-      });
-      root.dataset.python = "ready";
-      // Once the reader has the live page, and the machine is idle: the offline copy.
-      // (Not plotly.js: its 1.5 MB runs as one 0.5 s task on a slow machine; it waits
-      // until a chart comes near.)
-      requestIdleCallback(function () { registerServiceWorker(); measureEquations(); }, { timeout: 10000 });
+      setTimeout(ready, 0);  // a task of its own: the restyle above is laid out there
     });
+  }
+
+  function ready() {
+    if (worker.failed) return;
+    // Ready turns on content-visibility for chapters (playbook.css): each first keeps
+    // the height it has now (all read, then all written: one layout), so nothing above
+    // the reader moves.
+    const chapters = Array.from(document.querySelectorAll(".chapter"));
+    chapters.map((chapter) => chapter.offsetHeight).forEach(function (height, index) {
+      chapters[index].style.containIntrinsicSize = "auto " + height + "px";
+    });
+    root.dataset.python = "ready";
+    if (landedTarget) landedTarget.scrollIntoView();
+    // Once the reader has the live page, and the machine is idle: the offline copy.
+    // (Not plotly.js: its 1.5 MB runs as one 0.5 s task on a slow machine; it waits
+    // until a chart comes near.)
+    requestIdleCallback(function () { registerServiceWorker(); measureEquations(); }, { timeout: 10000 });
   }
 
   // A link's state (#fig-15:P=8,m=16): the figure takes it and scrolls into view.
@@ -281,7 +294,8 @@
   function LiveFigure(element) {
     this.element = element;
     this.number = Number(element.dataset.figure);
-    this.controls = Array.from(element.querySelectorAll("[data-control]"));
+    this.controls = [];  // bound by attach(), once the figure is shown
+    this.attached = false;
     this.plotContainer = element.querySelector('[data-role="plot"]');
     this.state = null;  // the last good state the worker answered (null: the baked default)
     this.dirty = false;  // the controls changed since the last call left
@@ -301,19 +315,6 @@
     this.rehearsals = REHEARSALS;
     this.timers = {};  // play toggles' intervals
     const self = this;
-    this.controls.forEach(function (node) {
-      const key = node.dataset.control;
-      if (node.tagName === "BUTTON") {
-        node.addEventListener("click", function () { self.seq += 1; self.queue.push({ press: key }); self.request(); });
-        return;
-      }
-      node.addEventListener("input", function () { self.moved(); });
-      node.addEventListener("change", function () {
-        self.rememberUrl = true;
-        if (node.dataset.drives) self.play(node);
-        if (!self.busy()) self.remember();
-      });
-    });
     // A part of the drawing that sets a state (data-set="rank=5"), by click or by key.
     const view = element.querySelector('[data-role="view"]');
     const activate = function (event) {
@@ -332,6 +333,29 @@
     view.addEventListener("click", activate);
     view.addEventListener("keydown", activate);
   }
+
+  // The controls come out of their <template> (figure.html) when the figure is shown.
+  LiveFigure.prototype.attach = function () {
+    if (this.attached) return;
+    this.attached = true;
+    const template = this.element.querySelector('template[data-role="controls-template"]');
+    if (template) template.replaceWith(template.content);
+    this.controls = Array.from(this.element.querySelectorAll("[data-control]"));
+    const self = this;
+    this.controls.forEach(function (node) {
+      const key = node.dataset.control;
+      if (node.tagName === "BUTTON") {
+        node.addEventListener("click", function () { self.seq += 1; self.queue.push({ press: key }); self.request(); });
+        return;
+      }
+      node.addEventListener("input", function () { self.moved(); });
+      node.addEventListener("change", function () {
+        self.rememberUrl = true;
+        if (node.dataset.drives) self.play(node);
+        if (!self.busy()) self.remember();
+      });
+    });
+  };
 
   LiveFigure.prototype.busy = function () {
     return this.inflight || this.dirty || this.queue.length > 0 || this.answer !== null || Object.keys(this.values).length > 0;
@@ -513,6 +537,7 @@
   };
 
   LiveFigure.prototype.unavailable = function () {
+    this.attach();
     const element = this.element;
     element.removeAttribute("data-busy");
     if (element.dataset.state !== "error") element.dataset.state = "static";
@@ -699,6 +724,7 @@
 
   // Printing shows every figure as it is now: charts not yet drawn are drawn first.
   addEventListener("beforeprint", function () {
+    revealThrough(heldBlocks.length - 1);
     if (window.Plotly) document.querySelectorAll("figure[data-figure]").forEach(ensureChart);
   });
 
@@ -711,8 +737,98 @@
     });
   }
 
+  // ---------------------------------------------------------------------------
+  // The held article (build.py HOLD_SCRIPT, playbook.css): shown block by block, in
+  // page order, each task stopping once it has spent REVEAL_SLICE_MS on showing blocks
+  // and laying them out, so scrolling and clicks are never kept waiting long. A link into
+  // held text shows everything up to its target first; printing shows it all. The hold's
+  // fallback timer (its flag's value) is cancelled: from here on, this shows the article.
+  const REVEAL_SLICE_MS = 12;
+  const heldBlocks = Array.from(document.querySelectorAll(".chapter[data-held] > *"));
+  let shownBlocks = 0;
+  let revealFinished;
+  const revealed = new Promise(function (resolve) { revealFinished = resolve; });
+  let jumpTarget = null;  // the link target to scroll to once shown (null: none, or the reader scrolled)
+  let landedTarget = null;  // ... and once more when the page turns ready, should anything above it have moved
+
+  const unattached = [];  // figures shown whose controls are still in their template
+
+  function show(block) {
+    block.setAttribute("data-shown", "");
+    const inside = block.matches("figure[data-figure]") ? [block] : Array.from(block.querySelectorAll("figure[data-figure]"));
+    inside.forEach(function (element) { unattached.push(byNumber.get(Number(element.dataset.figure))); });
+  }
+
+  function revealThrough(last) {
+    while (shownBlocks <= last && shownBlocks < heldBlocks.length) show(heldBlocks[shownBlocks++]);
+    while (unattached.length) unattached.shift().attach();
+    if (shownBlocks === heldBlocks.length) revealFinished();
+  }
+
+  // A figure or a table takes 10-30 ms to lay out, and a figure's controls as long again:
+  // each is a slice of its own.
+  function revealStep() {
+    const start = performance.now();
+    for (let count = 0; ; count++) {
+      let shown;
+      if (unattached.length) {
+        if (count) break;
+        const figure = unattached.shift();
+        figure.attach();
+        shown = figure.element;
+      } else {
+        if (shownBlocks === heldBlocks.length) break;
+        if (count && (performance.now() - start >= REVEAL_SLICE_MS || heldBlocks[shownBlocks].matches(".figure, .table-wrap"))) break;
+        shown = heldBlocks[shownBlocks++];
+        show(shown);
+      }
+      shown.getBoundingClientRect();  // its style and layout, now, in this slice
+    }
+    if (jumpTarget && jumpTarget.getClientRects().length && !unattached.length) {  // all above it complete
+      jumpTarget.scrollIntoView();
+      landedTarget = jumpTarget;
+      jumpTarget = null;
+    }
+    if (shownBlocks < heldBlocks.length || unattached.length) setTimeout(revealStep, 0);
+    else revealFinished();
+  }
+
+  function linkTarget(hash) {  // #fig-15:P=8 -> the element fig-15
+    try { return document.getElementById(decodeURIComponent(hash.slice(1).split(":")[0])); } catch (error) { return null; }
+  }
+  function heldIndexOf(hash) {
+    const target = linkTarget(hash);
+    return target ? heldBlocks.findIndex((block) => block === target || block.contains(target)) : -1;
+  }
+
+  // A link followed while the article is still held: what it points to is shown at once,
+  // before the browser scrolls to it.
+  document.addEventListener("click", function (event) {
+    const link = event.target.closest && event.target.closest('a[href^="#"]');
+    if (link && shownBlocks < heldBlocks.length) revealThrough(heldIndexOf(link.hash));
+  }, true);
+  addEventListener("hashchange", function () {
+    const index = heldIndexOf(location.hash);
+    if (index < shownBlocks) return;
+    revealThrough(index);
+    linkTarget(location.hash).scrollIntoView();
+  });
+  ["wheel", "touchstart", "keydown"].forEach(function (type) {
+    addEventListener(type, function () { jumpTarget = landedTarget = null; }, { passive: true, once: true });
+  });
+
+  function startReveal() {
+    clearTimeout(Number(root.dataset.hold));
+    document.querySelectorAll(".chapter:not([data-held]) figure[data-figure]").forEach(function (element) {
+      unattached.push(byNumber.get(Number(element.dataset.figure)));
+    });
+    if (heldIndexOf(location.hash) >= 0) jumpTarget = linkTarget(location.hash);
+    setTimeout(revealStep, 0);
+  }
+
   const figures = Array.from(document.querySelectorAll("figure[data-figure]")).map((element) => new LiveFigure(element));
   const byNumber = new Map(figures.map((figure) => [figure.number, figure]));
+  startReveal();
   root.dataset.python = "loading";
   progress(1);
   watchVisible();

@@ -1,0 +1,126 @@
+"""The held article: after its first chapters the page arrives hidden (build.py
+HOLD_SCRIPT, playbook.css) and playbook.js shows it a few blocks per task, taking each
+figure's controls out of their template as it goes. These checks are what a reader
+notices: the whole article is there once the figures are live, in many short steps; a
+link into held text lands on its target; without JavaScript, or if playbook.js never
+runs, every chapter still shows."""
+import re
+
+import build
+from figures import registry
+from tests.browser.harness import PageSession
+
+# Recorded from the first script on the page: what was held at DOMContentLoaded, and how
+# many tasks (one MutationObserver delivery per task) marked blocks shown.
+RECORD = """
+window.__reveal = {deliveries: 0};
+new MutationObserver(records => {
+  if (records.some(r => r.attributeName === 'data-shown')) window.__reveal.deliveries += 1;
+}).observe(document, {attributes: true, subtree: true, attributeFilter: ['data-shown']});
+document.addEventListener('DOMContentLoaded', () => {
+  const held = [...document.querySelectorAll('.chapter[data-held] > *')];
+  window.__reveal.atLoad = {
+    flag: document.documentElement.hasAttribute('data-hold'),
+    held: held.length,
+    laidOut: held.filter(block => block.getClientRects().length).length,
+    fields: document.querySelectorAll('[data-control]').length,
+    firstChapterShown: document.querySelector('.chapter:not([data-held]) p').getClientRects().length > 0,
+  };
+});
+"""
+
+READY = "document.documentElement.dataset.python === 'ready'"
+
+
+def in_view(page, selector):
+    return page.evaluate(f"""(() => {{ const r = document.querySelector({selector!r}).getBoundingClientRect();
+        return r.top >= -2 && r.top < innerHeight && r.height > 0; }})()""")
+
+
+def test_the_article_is_held_at_first_and_shown_in_many_short_steps(browser, base_url):
+    session = PageSession(browser, base_url)
+    try:
+        session.page.add_init_script(RECORD)
+        page = session.open("/")
+        at_load = page.evaluate("window.__reveal.atLoad")
+        assert at_load["flag"] and at_load["firstChapterShown"]
+        assert at_load["held"] > 300 and at_load["laidOut"] == 0, at_load
+        assert at_load["fields"] == 0, "controls are stamped from their templates, not parsed as markup"
+        assert page.evaluate("window.__reveal.deliveries") >= 20  # many tasks, not one
+        assert page.locator(".chapter[data-held] > :not([data-shown])").count() == 0
+        assert page.evaluate("[...document.querySelectorAll('.chapter > *')].every(b => b.getClientRects().length > 0)")
+        assert page.locator("template[data-role=controls-template]").count() == 0
+        assert page.locator("form[data-role=controls]").count() == len(registry())
+        assert session.page_errors == [] and session.console_errors == []
+    finally:
+        session.close()
+
+
+def test_a_link_into_held_text_lands_on_its_target(browser, base_url, site):
+    last_heading = re.findall(r'<h2 id="([^"]+)"', (site / "index.html").read_text())[-3]  # far down, with a screenful below
+    session = PageSession(browser, base_url)
+    try:
+        page = session.open(f"/#{last_heading}")  # ready comes after the whole reveal
+        top = page.evaluate(f"document.getElementById({last_heading!r}).getBoundingClientRect().top")
+        assert 0 <= top < 40, top  # at the top of the window (scroll-margin-top: 1rem)
+    finally:
+        session.close()
+
+
+def test_a_contents_link_followed_while_the_article_is_held_shows_its_target_first(browser, base_url):
+    session = PageSession(browser, base_url)
+    try:
+        # At DOMContentLoaded nothing after the first chapters is shown yet: follow the
+        # contents' last link then, as a quick reader would.
+        session.page.add_init_script("""document.addEventListener('DOMContentLoaded', () => {
+            const link = [...document.querySelectorAll('.toc a')].pop();
+            const target = document.getElementById(link.hash.slice(1));
+            window.__before = target.getClientRects().length;
+            link.click();
+            window.__after = target.getClientRects().length;
+            window.__target = link.hash;
+        });""")
+        page = session.open("/")
+        assert page.evaluate("[window.__before, window.__after]") == [0, 1]
+        assert in_view(page, page.evaluate("window.__target"))  # and still there once all is shown
+    finally:
+        session.close()
+
+
+def test_without_javascript_every_chapter_shows(browser, base_url):
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(base_url + "/")
+        assert page.evaluate("[...document.querySelectorAll('.chapter > *')].every(b => b.getClientRects().length > 0)")
+        assert page.is_visible("#fig-25 [data-role=view] svg")
+    finally:
+        context.close()
+
+
+def test_if_playbook_js_never_runs_the_hold_lets_go_by_itself(browser, base_url):
+    session = PageSession(browser, base_url, routes={"**/assets/playbook.*.js": lambda route: route.abort()})
+    try:
+        page = session.page
+        page.clock.install()
+        page.goto(base_url + "/")
+        page.wait_for_load_state("load")
+        assert not page.is_visible("#fig-25")
+        page.clock.run_for(build.HOLD_FALLBACK_MS + 100)
+        page.wait_for_function("!document.documentElement.hasAttribute('data-hold')")
+        assert page.is_visible("#fig-25 [data-role=view] svg")
+        assert page.evaluate("[...document.querySelectorAll('.chapter > *')].every(b => b.getClientRects().length > 0)")
+    finally:
+        session.close()
+
+
+def test_a_held_page_prints_whole(browser, base_url):
+    session = PageSession(browser, base_url, routes={"**/assets/playbook.*.js": lambda route: route.abort()})
+    try:
+        page = session.page
+        page.goto(base_url + "/")
+        page.wait_for_load_state("load")
+        page.emulate_media(media="print")
+        assert page.is_visible("#fig-25 [data-role=view] svg")
+    finally:
+        session.close()
