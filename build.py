@@ -365,7 +365,7 @@ class Article:
             raise BuildError(f"{where}: figure {number:02d} is already placed at {self.placed[number]}")
         self.placed[number] = where
         self.sequence.append((number, "placed", where))
-        return render_figure(self.templates, self.figures[number])
+        return render_figure(self.templates, self.figures[number], self.held)
 
     def _callout(self, argument, content, where):
         claim, separator, correction = content.partition("\n+++\n")
@@ -393,8 +393,11 @@ class Article:
         return "\n<!--REFERENCES-->\n"  # filled in once every citation has been numbered
 
     # -- whole article ----------------------------------------------------
-    def render_file(self, path):
+    def render_file(self, path, held=False):
+        """One chapter's HTML; `held`: it arrives hidden (FIRST_HELD_CHAPTER), so its
+        figures' controls wait in a template until playbook.js shows the figure."""
         self.source = Source(path)
+        self.held = held
         text = path.read_text(encoding="utf-8")
         rendered = self.md.render(text)
         rendered = READOUT_QUOTE.sub(lambda match: self._quote(match, text), rendered)
@@ -445,8 +448,9 @@ class Article:
         )
 
 
-def render_figure(templates, figure):
-    """A figure's HTML with its default state's view baked in."""
+def render_figure(templates, figure, held=False):
+    """A figure's HTML with its default state's view baked in (controls in a template if
+    its chapter is held: see figure.html)."""
     state = figure.default_state()
     try:
         view = figure.render(state)
@@ -456,6 +460,7 @@ def render_figure(templates, figure):
         figure=figure,
         state=state,
         view=view,
+        held=held,
         plot_json=json.dumps(view.plot, sort_keys=True, separators=(",", ":")).replace("</", "<\\/") if view.plot else None,
     )
 
@@ -527,7 +532,7 @@ def build(dist=ROOT / "dist", base_url="/"):
     for index, path in enumerate(sorted(CONTENT.glob("*.md"))):
         held = " data-held" if index >= FIRST_HELD_CHAPTER else ""
         try:
-            sections.append(f'<section class="chapter" data-source="{path.name}"{held}>\n{article.render_file(path)}</section>')
+            sections.append(f'<section class="chapter" data-source="{path.name}"{held}>\n{article.render_file(path, bool(held))}</section>')
         except BuildError:
             raise
         except jinja2.TemplateError as error:

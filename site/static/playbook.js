@@ -334,7 +334,8 @@
     view.addEventListener("keydown", activate);
   }
 
-  // The controls come out of their <template> (figure.html) when the figure is shown.
+  // Binds the controls; in a held chapter they first come out of their <template>
+  // (figure.html), when the figure is shown.
   LiveFigure.prototype.attach = function () {
     if (this.attached) return;
     this.attached = true;
@@ -820,7 +821,7 @@
   function startReveal() {
     clearTimeout(Number(root.dataset.hold));
     document.querySelectorAll(".chapter:not([data-held]) figure[data-figure]").forEach(function (element) {
-      unattached.push(byNumber.get(Number(element.dataset.figure)));
+      byNumber.get(Number(element.dataset.figure)).attach();  // its controls are markup already
     });
     if (heldIndexOf(location.hash) >= 0) jumpTarget = linkTarget(location.hash);
     setTimeout(revealStep, 0);

@@ -23,7 +23,7 @@ document.addEventListener('DOMContentLoaded', () => {
     flag: document.documentElement.hasAttribute('data-hold'),
     held: held.length,
     laidOut: held.filter(block => block.getClientRects().length).length,
-    fields: document.querySelectorAll('[data-control]').length,
+    fields: document.querySelectorAll('.chapter[data-held] [data-control]').length,
     firstChapterShown: document.querySelector('.chapter:not([data-held]) p').getClientRects().length > 0,
   };
 });
