@@ -154,9 +154,12 @@
     if (worker.failed) return;
     worker.failed = true;
     worker.ready = false;
-    root.dataset.python = "failed";
     console.warn("The live figures are unavailable: " + reason);
-    figures.forEach(function (figure) { figure.unavailable(); });
+    // Like ready, failed is a final state: said once the whole article is shown.
+    revealed.then(function () {
+      root.dataset.python = "failed";
+      figures.forEach(function (figure) { figure.unavailable(); });
+    });
   }
 
   // Views the worker rendered, by figure and readings key; least recently used first.

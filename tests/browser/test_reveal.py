@@ -29,13 +29,9 @@ document.addEventListener('DOMContentLoaded', () => {
 });
 """
 
-READY = "document.documentElement.dataset.python === 'ready'"
-
-
 def in_view(page, selector):
     return page.evaluate(f"""(() => {{ const r = document.querySelector({selector!r}).getBoundingClientRect();
         return r.top >= -2 && r.top < innerHeight && r.height > 0; }})()""")
-
 
 def test_the_article_is_held_at_first_and_shown_in_many_short_steps(browser, base_url):
     session = PageSession(browser, base_url)
@@ -55,7 +51,6 @@ def test_the_article_is_held_at_first_and_shown_in_many_short_steps(browser, bas
     finally:
         session.close()
 
-
 def test_a_link_into_held_text_lands_on_its_target(browser, base_url, site):
     last_heading = re.findall(r'<h2 id="([^"]+)"', (site / "index.html").read_text())[-3]  # far down, with a screenful below
     session = PageSession(browser, base_url)
@@ -65,7 +60,6 @@ def test_a_link_into_held_text_lands_on_its_target(browser, base_url, site):
         assert 0 <= top < 40, top  # at the top of the window (scroll-margin-top: 1rem)
     finally:
         session.close()
-
 
 def test_a_contents_link_followed_while_the_article_is_held_shows_its_target_first(browser, base_url):
     session = PageSession(browser, base_url)
@@ -86,7 +80,6 @@ def test_a_contents_link_followed_while_the_article_is_held_shows_its_target_fir
     finally:
         session.close()
 
-
 def test_without_javascript_every_chapter_shows(browser, base_url):
     context = browser.new_context(java_script_enabled=False)
     try:
@@ -96,7 +89,6 @@ def test_without_javascript_every_chapter_shows(browser, base_url):
         assert page.is_visible("#fig-25 [data-role=view] svg")
     finally:
         context.close()
-
 
 def test_if_playbook_js_never_runs_the_hold_lets_go_by_itself(browser, base_url):
     session = PageSession(browser, base_url, routes={"**/assets/playbook.*.js": lambda route: route.abort()})
@@ -112,7 +104,6 @@ def test_if_playbook_js_never_runs_the_hold_lets_go_by_itself(browser, base_url)
         assert page.evaluate("[...document.querySelectorAll('.chapter > *')].every(b => b.getClientRects().length > 0)")
     finally:
         session.close()
-
 
 def test_a_held_page_prints_whole(browser, base_url):
     session = PageSession(browser, base_url, routes={"**/assets/playbook.*.js": lambda route: route.abort()})
