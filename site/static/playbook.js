@@ -540,8 +540,7 @@
     if (this.busy()) this.request();
   };
 
-  LiveFigure.prototype.unavailable = function () {
-    this.attach();
+  LiveFigure.prototype.unavailable = function () {  // (after the reveal: controls attached)
     const element = this.element;
     element.removeAttribute("data-busy");
     if (element.dataset.state !== "error") element.dataset.state = "static";
@@ -763,38 +762,41 @@
     inside.forEach(function (element) { unattached.push(byNumber.get(Number(element.dataset.figure))); });
   }
 
+  // One step of the reveal: the next shown figure's controls, else the next block.
+  // Returns what it showed.
+  function revealNext() {
+    if (unattached.length) {
+      const figure = unattached.shift();
+      figure.attach();
+      return figure.element;
+    }
+    const block = heldBlocks[shownBlocks++];
+    show(block);
+    return block;
+  }
+  function revealDone() { return shownBlocks === heldBlocks.length && !unattached.length; }
+
   function revealThrough(last) {
-    while (shownBlocks <= last && shownBlocks < heldBlocks.length) show(heldBlocks[shownBlocks++]);
-    while (unattached.length) unattached.shift().attach();
-    if (shownBlocks === heldBlocks.length) revealFinished();
+    while (unattached.length || (shownBlocks <= last && shownBlocks < heldBlocks.length)) revealNext();
+    if (revealDone()) revealFinished();
   }
 
   // A figure or a table takes 10-30 ms to lay out, and a figure's controls as long again:
   // each is a slice of its own.
   function revealStep() {
     const start = performance.now();
-    for (let count = 0; ; count++) {
-      let shown;
-      if (unattached.length) {
-        if (count) break;
-        const figure = unattached.shift();
-        figure.attach();
-        shown = figure.element;
-      } else {
-        if (shownBlocks === heldBlocks.length) break;
-        if (count && (performance.now() - start >= REVEAL_SLICE_MS || heldBlocks[shownBlocks].matches(".figure, .table-wrap"))) break;
-        shown = heldBlocks[shownBlocks++];
-        show(shown);
-      }
-      shown.getBoundingClientRect();  // its style and layout, now, in this slice
+    for (let count = 0; !revealDone(); count++) {
+      const heavy = unattached.length || heldBlocks[shownBlocks].matches(".figure, .table-wrap");
+      if (count && (heavy || performance.now() - start >= REVEAL_SLICE_MS)) break;
+      revealNext().getBoundingClientRect();  // its style and layout, now, in this slice
     }
     if (jumpTarget && jumpTarget.getClientRects().length && !unattached.length) {  // all above it complete
       jumpTarget.scrollIntoView();
       landedTarget = jumpTarget;
       jumpTarget = null;
     }
-    if (shownBlocks < heldBlocks.length || unattached.length) setTimeout(revealStep, 0);
-    else revealFinished();
+    if (revealDone()) revealFinished();
+    else setTimeout(revealStep, 0);
   }
 
   function linkTarget(hash) {  // #fig-15:P=8 -> the element fig-15

@@ -4,6 +4,7 @@ figure's controls out of their template as it goes. These checks are what a read
 notices: the whole article is there once the figures are live, in many short steps; a
 link into held text lands on its target; without JavaScript, or if playbook.js never
 runs, every chapter still shows."""
+import contextlib
 import re
 
 import build
@@ -29,9 +30,13 @@ document.addEventListener('DOMContentLoaded', () => {
 });
 """
 
+EVERY_BLOCK_LAID_OUT = "[...document.querySelectorAll('.chapter > *')].every(b => b.getClientRects().length > 0)"
+
+
 def in_view(page, selector):
     return page.evaluate(f"""(() => {{ const r = document.querySelector({selector!r}).getBoundingClientRect();
         return r.top >= -2 && r.top < innerHeight && r.height > 0; }})()""")
+
 
 def test_the_article_is_held_at_first_and_shown_in_many_short_steps(browser, base_url):
     session = PageSession(browser, base_url)
@@ -44,12 +49,13 @@ def test_the_article_is_held_at_first_and_shown_in_many_short_steps(browser, bas
         assert at_load["fields"] == 0, "controls are stamped from their templates, not parsed as markup"
         assert page.evaluate("window.__reveal.deliveries") >= 20  # many tasks, not one
         assert page.locator(".chapter[data-held] > :not([data-shown])").count() == 0
-        assert page.evaluate("[...document.querySelectorAll('.chapter > *')].every(b => b.getClientRects().length > 0)")
+        assert page.evaluate(EVERY_BLOCK_LAID_OUT)
         assert page.locator("template[data-role=controls-template]").count() == 0
         assert page.locator("form[data-role=controls]").count() == len(registry())
         assert session.page_errors == [] and session.console_errors == []
     finally:
         session.close()
+
 
 def test_a_link_into_held_text_lands_on_its_target(browser, base_url, site):
     last_heading = re.findall(r'<h2 id="([^"]+)"', (site / "index.html").read_text())[-3]  # far down, with a screenful below
@@ -60,6 +66,7 @@ def test_a_link_into_held_text_lands_on_its_target(browser, base_url, site):
         assert 0 <= top < 40, top  # at the top of the window (scroll-margin-top: 1rem)
     finally:
         session.close()
+
 
 def test_a_contents_link_followed_while_the_article_is_held_shows_its_target_first(browser, base_url):
     session = PageSession(browser, base_url)
@@ -80,38 +87,39 @@ def test_a_contents_link_followed_while_the_article_is_held_shows_its_target_fir
     finally:
         session.close()
 
-def test_without_javascript_every_chapter_shows(browser, base_url):
-    context = browser.new_context(java_script_enabled=False)
+
+@contextlib.contextmanager
+def page_without_playbook_js(browser, base_url, **context_options):
+    """A fresh page whose playbook.js never runs (blocked, or JavaScript off), loaded."""
+    session = PageSession(browser, base_url, routes={"**/assets/playbook.*.js": lambda route: route.abort()},
+                          **context_options)
     try:
-        page = context.new_page()
-        page.goto(base_url + "/")
-        assert page.evaluate("[...document.querySelectorAll('.chapter > *')].every(b => b.getClientRects().length > 0)")
-        assert page.is_visible("#fig-25 [data-role=view] svg")
+        if context_options.get("java_script_enabled", True):
+            session.page.clock.install()
+        session.page.goto(base_url + "/")
+        session.page.wait_for_load_state("load")
+        yield session.page
     finally:
-        context.close()
+        session.close()
+
+
+def test_without_javascript_every_chapter_shows(browser, base_url):
+    with page_without_playbook_js(browser, base_url, java_script_enabled=False) as page:
+        assert page.evaluate(EVERY_BLOCK_LAID_OUT)
+        assert page.is_visible("#fig-25 [data-role=view] svg")
+
 
 def test_if_playbook_js_never_runs_the_hold_lets_go_by_itself(browser, base_url):
-    session = PageSession(browser, base_url, routes={"**/assets/playbook.*.js": lambda route: route.abort()})
-    try:
-        page = session.page
-        page.clock.install()
-        page.goto(base_url + "/")
-        page.wait_for_load_state("load")
+    with page_without_playbook_js(browser, base_url) as page:
         assert not page.is_visible("#fig-25")
         page.clock.run_for(build.HOLD_FALLBACK_MS + 100)
         page.wait_for_function("!document.documentElement.hasAttribute('data-hold')")
         assert page.is_visible("#fig-25 [data-role=view] svg")
-        assert page.evaluate("[...document.querySelectorAll('.chapter > *')].every(b => b.getClientRects().length > 0)")
-    finally:
-        session.close()
+        assert page.evaluate(EVERY_BLOCK_LAID_OUT)
+
 
 def test_a_held_page_prints_whole(browser, base_url):
-    session = PageSession(browser, base_url, routes={"**/assets/playbook.*.js": lambda route: route.abort()})
-    try:
-        page = session.page
-        page.goto(base_url + "/")
-        page.wait_for_load_state("load")
+    with page_without_playbook_js(browser, base_url) as page:
+        assert not page.is_visible("#fig-25")
         page.emulate_media(media="print")
         assert page.is_visible("#fig-25 [data-role=view] svg")
-    finally:
-        session.close()
