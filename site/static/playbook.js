@@ -243,13 +243,24 @@
 
   function ready() {
     if (worker.failed) return;
-    // Ready turns on content-visibility for chapters (playbook.css): each first keeps
-    // the height it has now (all read, then all written: one layout), so nothing above
-    // the reader moves.
+    // Ready lets chapters skip layout and paint while off screen (content-visibility,
+    // playbook.css): each first keeps the height it has now (all read, then all written:
+    // one layout), so nothing above the reader moves. A chapter turns skippable only
+    // once it is off screen: one turned skippable on screen stayed blank for a frame
+    // (Chromium first treats it as off screen), which read as a layout shift (CLS 0.19
+    // on a phone).
     const chapters = Array.from(document.querySelectorAll(".chapter"));
     chapters.map((chapter) => chapter.offsetHeight).forEach(function (height, index) {
       chapters[index].style.containIntrinsicSize = "auto " + height + "px";
     });
+    const offScreen = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.isIntersecting) return;
+        entry.target.dataset.skippable = "";
+        offScreen.unobserve(entry.target);
+      });
+    });
+    chapters.forEach((chapter) => offScreen.observe(chapter));
     root.dataset.python = "ready";
     if (landedTarget) landedTarget.scrollIntoView();
     // Once the reader has the live page, and the machine is idle: the offline copy.

@@ -123,3 +123,23 @@ def test_a_held_page_prints_whole(browser, base_url):
         assert not page.is_visible("#fig-25")
         page.emulate_media(media="print")
         assert page.is_visible("#fig-25 [data-role=view] svg")
+
+
+def test_nothing_on_a_phone_screen_shifts_when_the_figures_go_live(browser, base_url):
+    """Chapters skip layout off screen once the page is ready (content-visibility), but a
+    chapter on screen then would stay blank for a frame: it turns skippable only once
+    the reader has scrolled it away."""
+    session = PageSession(browser, base_url, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        session.page.add_init_script("""window.__shifts = [];
+            new PerformanceObserver(list => list.getEntries().forEach(e => { if (!e.hadRecentInput) window.__shifts.push(e.value); }))
+              .observe({type: 'layout-shift', buffered: true});""")
+        page = session.open("/")
+        page.wait_for_timeout(500)
+        assert sum(page.evaluate("window.__shifts")) < 0.01, page.evaluate("window.__shifts")
+        skippable = "id => document.getElementById(id).closest('.chapter').hasAttribute('data-skippable')"
+        assert not page.evaluate(skippable, "opening") and page.evaluate(skippable, "references")
+        page.evaluate("document.getElementById('references').scrollIntoView()")
+        page.wait_for_function(skippable.replace("id =>", "() =>").replace("(id)", "('opening')"))
+    finally:
+        session.close()
