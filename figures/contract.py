@@ -330,6 +330,21 @@ def nearby_states(figure, state, limit):
     every control, then two steps, and so on to the ends of each range; at most
     ``limit``. What a reader reaches next by dragging a slider, clicking its track or
     picking another option, so the runtime renders them ahead while the reader is idle."""
+    seen, nearby = {_state_key(state)}, []
+    for _, valid in nearby_moves(figure, state, limit, aliases=0):
+        if _state_key(valid) not in seen:
+            seen.add(_state_key(valid))
+            nearby.append(valid)
+    return nearby
+
+
+def nearby_moves(figure, state, limit, aliases=512):
+    """``nearby_states`` as the moves that reach them: ``(raw, valid)`` pairs, nearest
+    first, ``raw`` being ``state`` with one control changed and ``valid`` the state it
+    validates to. A raw move that validates
+    to a state listed before (a rank slider dragged past the last rank, a degree that
+    shrinks another) is listed too, as an alias, up to ``aliases`` of them: the page can
+    paint those readings from the view it already holds."""
     ranked = []
     for order, control in enumerate(figure.stateful_controls):
         values = control.values
@@ -339,16 +354,22 @@ def nearby_states(figure, state, limit):
         ranked += [(abs(i - here), order, i < here, control.key, value) for i, value in enumerate(values) if i != here]
     ranked.sort(key=lambda entry: entry[:3])
     if figure.constrain is None:
-        return [{**state, key: value} for _, _, _, key, value in ranked[:limit]]
-    nearby, seen = [], {_state_key(state)}
+        moves = [{**state, key: value} for _, _, _, key, value in ranked[:limit]]
+        return [(move, move) for move in moves]
+    moves, seen, distinct = [], {_state_key(state)}, 0
     for _, _, _, key, value in ranked:
-        candidate = figure.validate_state({**state, key: value})
+        raw = {**state, key: value}
+        candidate = figure.validate_state(raw)
         if _state_key(candidate) not in seen:
             seen.add(_state_key(candidate))
-            nearby.append(candidate)
-            if len(nearby) == limit:
+            moves.append((raw, candidate))
+            distinct += 1
+            if distinct == limit:
                 break
-    return nearby
+        elif aliases > 0:
+            moves.append((raw, candidate))
+            aliases -= 1
+    return moves
 
 
 def _state_key(state):

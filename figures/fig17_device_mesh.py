@@ -167,8 +167,12 @@ def render(state):
         parts.append(svg.numerals([([cell[r][0] + half for r in line], cell[line[0]][1] + half, tuple(line))
                                    for line in _lines(cell)], height=6, class_="stroke-hbm", stroke_width=1.2))
     labelled = world <= 64  # a tab stop per square only while they are few: the rank slider reaches every one
-    parts.append(svg.hit_areas([(*cell[r], pitch, pitch, f"rank={r}", f"rank {r}")[:6 if labelled else 5] for r in cell],
-                               class_="svg-hit", fill="transparent"))
+    if labelled:
+        parts.append(svg.hit_areas([(*cell[r], pitch, pitch, f"rank={r}", f"rank {r}") for r in cell],
+                                   class_="svg-hit", fill="transparent"))
+    else:  # a strip per run of squares: hundreds of targets would dominate every redraw
+        parts.append(svg.hit_strips([(*cell[r], pitch, pitch, r) for r in sorted(cell)], "rank",
+                                    class_="svg-hit", fill="transparent"))
     fastest = "-".join(a for a in order if getattr(mesh, a) > 1) or "all degrees 1"
     parts.append(svg.texts([
         (LEFT, 14, f"{world:,} ranks on {mesh.nodes:,} node{'s' if mesh.nodes > 1 else ''} of {fmt.gpus(g)}"

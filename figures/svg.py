@@ -266,6 +266,28 @@ def hit_areas(items, **attributes):
     return "".join(parts)
 
 
+def hit_strips(cells, key, **attributes):
+    """Clickable cells that set the integer ``key``, as few ``<rect>``s as the drawing
+    allows: ``cells`` are ``(x, y, width, height, value)``. Cells side by side in one row
+    (same y and size, each starting where the one before ends) holding consecutive values
+    make one strip, ``data-set-strip="key=first/count"``: a click sets ``key`` to
+    ``first`` plus the index of the cell under the pointer (playbook.js). For drawings of
+    hundreds of cells (Figure 17's ranks), which as ``hit_areas`` would be hundreds of
+    elements to parse and lay out on every redraw. No tab stops: a control must reach
+    the same values."""
+    shared = _attrs(attributes)
+    strips = []  # [x, y, cell width, height, first value, count]
+    for x, y, w, h, value in cells:
+        last = strips[-1] if strips else None
+        if (last and last[1] == y and last[2] == w and last[3] == h and value == last[4] + last[5]
+                and abs(last[0] + last[5] * w - x) < 1e-6):
+            last[5] += 1
+        else:
+            strips.append([x, y, w, h, value, 1])
+    return "".join(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w * count:.1f}" height="{h:.1f}" '
+                   f'data-set-strip="{_escape(key)}={first}/{count}"{shared}/>' for x, y, w, h, first, count in strips)
+
+
 def group(parts, **attributes):
     """Markup made by this module wrapped in one ``<g>`` (e.g. to mute a whole panel by a class)."""
     return f"<g{_attrs(attributes)}>{''.join(parts)}</g>"

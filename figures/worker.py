@@ -33,10 +33,11 @@ import traceback
 from collections import OrderedDict
 
 import figures
-from figures.contract import Number, Slider, Toggle, decode_fragment, encode_state, nearby_states
+from figures.contract import Number, Slider, Toggle, decode_fragment, encode_state, nearby_moves, nearby_states
 
 VIEW_CACHE_SIZE = 128  # views kept per figure
 AHEAD_LIMIT = 96  # states rendered ahead per figure, nearest first
+ALIASES_PER_TURN = 32  # readings keys aliased in one turn of the render-ahead loop
 # Rendering ahead waits for this long a pause after the page's last call: a render under
 # way delays the next call by up to a whole render (measured: a drag's calls waited
 # ~8 ms behind Figure 15's renders ahead); a reader's drag sends a call every frame.
@@ -58,12 +59,15 @@ class FigureSession:
     def __init__(self, figure):
         self.figure = figure
         self.views = OrderedDict()  # state key -> view JSON
-        self.upcoming = []  # states to render ahead, nearest last (popped); None: to be listed
+        # moves to render ahead, nearest last (popped), as (raw, valid, new: first to reach
+        # valid); None: to be listed
+        self.upcoming = []
         self.planned = 0
         self.center = None  # the state the upcoming list was planned around
         self.last = None  # the state the reader was last at (to tell a drag's direction)
-        self.predicted = None  # the state next along the reader's drag, to render first
+        self.predicted = None  # the (raw, valid) move next along the reader's drag, to render first
         self.sent = set()  # state keys whose views the page has been sent
+        self.aliased = set()  # unvalidated state keys the page has been sent an alias for
 
     # -- readings from the page -> state ---------------------------------------
     def values_from_readings(self, readings):
@@ -121,15 +125,17 @@ class FigureSession:
                 controls[control.key] = [str(value), ""]
         return controls
 
-    def readings_key(self, state):
+    def readings_key(self, state, selects=None):
         """The page's key for ``state``: its controls' readings, sorted by control key, as
         JSON (``[["N","16"],["stage","2"]]``); playbook.js builds the same text from the
-        controls. None when those readings would not select exactly ``state`` (a typed
-        number whose shown text rounds it): the page must then ask the worker."""
+        controls. None when those readings would not select exactly ``selects`` (by
+        default ``state`` itself; not so for a typed number whose shown text rounds it):
+        the page must then ask the worker. ``state`` may be unvalidated (a slider dragged
+        past the last rank): its key then names the readings that select ``selects``."""
         readings = {key: ("true" if position else "false") if isinstance(position, bool) else position
                     for key, (position, _) in self.control_positions(state).items()}
         again, errors = self.figure.check_state(self.values_from_readings(readings))
-        if errors or _state_key(again) != _state_key(state):
+        if errors or _state_key(again) != _state_key(selects if selects is not None else state):
             return None
         return json.dumps(sorted(readings.items()), separators=(",", ":"), ensure_ascii=False)
 
@@ -166,37 +172,45 @@ class FigureSession:
         return _dumps({"number": self.figure.number, "errors": {}, "view": None, "state": state, "error": message})
 
     # -- rendering ahead ----------------------------------------------------------
-    def plan_ahead(self, state):
+    def plan_ahead(self, state, raw=None):
         """Render ahead around ``state``: the list itself is made by the render-ahead loop,
         after the answer has left (listing the nearby states costs a few ms in Pyodide).
-        If the reader is dragging (``state`` is one slider move from the state touched
-        before), the next state along the drag is rendered first, at once."""
+        If the reader is dragging (the controls' values ``raw``, before validation, are
+        one slider move from the state touched before), the next state along the drag is
+        rendered first, at once."""
         previous, self.last = self.last, state
         if not self.figure.render_ahead:
             return
-        self.predicted = self.next_along_drag(previous, state)
+        self.predicted = self.next_along_drag(previous, state, raw)
         if self.center is not None and _state_key(self.center) == _state_key(state):
             return
         self.center = state
         self.upcoming = None
         self.planned = 0
 
-    def next_along_drag(self, previous, state):
-        """The state one more stride along the slider that moved from ``previous`` to
-        ``state``; None unless exactly one slider moved, or if that one is at its end."""
+    def next_along_drag(self, previous, state, raw=None):
+        """The move one more stride along the slider that moved from ``previous`` to
+        ``state``, as ``(raw, valid)`` (``nearby_moves``); None unless exactly one slider
+        moved, or if that one is at its end. ``raw``: the values the controls read before
+        validation, when known: a slider moved past what the state allows (clamped back,
+        or shrinking another degree) is still seen as the one moved, with its stride."""
         if previous is None:
             return None
-        moved = [c for c in self.figure.stateful_controls if previous[c.key] != state[c.key]]
+        sliders = {c.key for c in self.figure.stateful_controls if isinstance(c, Slider)}
+        raw = {**state, **{key: value for key, value in (raw or {}).items() if key in sliders}}
+        moved = [c for c in self.figure.stateful_controls
+                 if previous[c.key] != (raw if c.key in sliders else state)[c.key]]
         if len(moved) != 1 or not isinstance(moved[0], Slider):
             return None
-        values = moved[0].values
-        if previous[moved[0].key] not in values or state[moved[0].key] not in values:
+        key, values = moved[0].key, moved[0].values
+        if previous[key] not in values or raw[key] not in values:
             return None
-        here = values.index(state[moved[0].key])
-        there = 2 * here - values.index(previous[moved[0].key])
+        here = values.index(raw[key])
+        there = 2 * here - values.index(previous[key])
         if not 0 <= there < len(values):
             return None
-        return self.figure.validate_state({**state, moved[0].key: values[there]})
+        ahead = {**state, key: values[there]}
+        return ahead, self.figure.validate_state(ahead)
 
     @property
     def has_upcoming(self):
@@ -215,27 +229,49 @@ class FigureSession:
         self.sent.add(key)
         return view
 
-    def render_one_ahead(self):
-        """One turn of rendering ahead: the state next along a drag, else the nearest
-        state not yet sent to the page. Returns its view JSON to post (None: nothing to
-        post this turn); ``has_upcoming`` turns False when none is left."""
-        if self.predicted is not None:
-            state, self.predicted = self.predicted, None
-            return self.send(state)
-        if self.upcoming is None:
-            self.upcoming = nearby_states(self.figure, self.center, AHEAD_LIMIT)
-            self.upcoming.reverse()
-            self.planned = len(self.upcoming)
+    def alias(self, raw, valid):
+        """``[raw readings key, valid's readings key]`` when the controls reading ``raw``
+        select the different state ``valid`` (validation moved it): the page paints
+        ``valid``'s view for those readings. None otherwise."""
+        raw_key = _state_key(raw)
+        if raw_key == _state_key(valid) or raw_key in self.aliased or _state_key(valid) not in self.sent:
             return None
-        while self.upcoming:  # states the page has are passed over in the same turn
-            view = self.send(self.upcoming.pop())
-            if view is not None:
-                return view
-        return None
+        self.aliased.add(raw_key)
+        key, of = self.readings_key(raw, selects=valid), self.readings_key(valid)
+        return [key, of] if key and of and key != of else None
+
+    def render_one_ahead(self):
+        """One turn of rendering ahead: the move next along a drag, else the nearest move
+        not yet sent to the page. Returns ``(view JSON or None, aliases)`` to post; aliases
+        (``alias``) name readings that select a state the page holds already.
+        ``has_upcoming`` turns False when no move is left."""
+        aliases = []
+        if self.predicted is not None:
+            (raw, valid), self.predicted = self.predicted, None
+            view, alias = self.send(valid), self.alias(raw, valid)
+            return view, [alias] if alias else []
+        if self.upcoming is None:
+            seen, self.upcoming = {_state_key(self.center)}, []
+            for raw, valid in nearby_moves(self.figure, self.center, AHEAD_LIMIT):
+                self.upcoming.append((raw, valid, _state_key(valid) not in seen))
+                seen.add(_state_key(valid))
+            if _state_key(self.center) not in self.sent:  # the page's drawing of it is the baked one
+                self.upcoming.insert(0, (self.center, self.center, True))
+            self.upcoming.reverse()
+            self.planned = sum(1 for _, _, new in self.upcoming if new)
+            return None, []
+        view = None
+        while self.upcoming and view is None and len(aliases) < ALIASES_PER_TURN:
+            raw, valid, _ = self.upcoming.pop()  # moves to states the page has cost no render
+            view = self.send(valid)
+            alias = self.alias(raw, valid)
+            if alias:
+                aliases.append(alias)
+        return view, aliases
 
     @property
     def ahead(self):
-        return self.planned - len(self.upcoming or ())
+        return self.planned - sum(1 for _, _, new in self.upcoming or () if new)
 
 
 class Worker:
@@ -266,13 +302,13 @@ class Worker:
                 return True
         return False
 
-    def _touch(self, session, state):
+    def _touch(self, session, state, raw=None):
         self.last_call = time.monotonic()
         number = session.figure.number
         if number in self.touched:
             self.touched.remove(number)
         self.touched.append(number)
-        session.plan_ahead(state)
+        session.plan_ahead(state, raw)
         self.wake()
 
     def update(self, number, readings_json, values_json, state_json):
@@ -284,7 +320,7 @@ class Worker:
         raw.update(json.loads(values_json or "{}"))
         state, errors = session.figure.check_state(raw, fallback=fallback)
         errors = {key: message for key, message in errors.items() if isinstance(session.figure.control(key), Number)}
-        self._touch(session, state)
+        self._touch(session, state, raw)
         return session.answer(state, errors)
 
     def press(self, number, key, state_json):
@@ -308,11 +344,13 @@ class Worker:
         self._touch(session, state)
         return session.answer(state)
 
-    def touch(self, number, state_json):
-        """The page painted ``state`` from a view it kept (no call was needed): the reader
-        is there now, so render ahead around it (and along the drag, if it is one)."""
+    def touch(self, number, state_json, readings_json=""):
+        """The page painted ``state`` from a view it kept (no call was needed) for the
+        controls' ``readings``: the reader is there now, so render ahead around it (and
+        along the drag, if it is one)."""
         session = self._session(number)
-        self._touch(session, session.state_from(state_json))
+        raw = session.values_from_readings(json.loads(readings_json or "{}"))
+        self._touch(session, session.state_from(state_json), raw)
         return ""
 
     def watch(self, numbers_json):
@@ -386,10 +424,12 @@ class Worker:
                     continue
                 await self._idle()
                 continue
-            view = session.render_one_ahead()
+            view, aliases = session.render_one_ahead()
             number = session.figure.number
             if view is not None:
                 self.post(f'{{"type":"view","number":{number},"view":{view}}}')
+            if aliases:
+                self.post({"type": "aliases", "number": number, "aliases": aliases})
             if not session.has_upcoming or time.monotonic() - self.last_report.get(number, 0) > 0.25:
                 self.last_report[number] = time.monotonic()
                 around = encode_state(session.figure, session.center) if session.center else ""

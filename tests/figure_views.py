@@ -55,3 +55,21 @@ def subpaths(d):
 def shapes(view, css_class):
     """Shapes drawn by all the paths of ``css_class``."""
     return sum(subpaths(d) for d in path_data(view, css_class))
+
+
+def rank_targets(root, key="rank"):
+    """Where a click sets ``key``, per value: ``{value: (x, y, width, height)}`` from a
+    drawing's ``data-set="key=N"`` rects and ``data-set-strip="key=first/count"`` strips
+    (svg.hit_strips: ``count`` equal cells side by side)."""
+    targets = {}
+    for rect in root.iter(f"{SVG}rect"):
+        x, y, w, h = (float(rect.get(name)) for name in ("x", "y", "width", "height"))
+        if (single := rect.get("data-set") or "").startswith(key + "="):
+            targets[int(single.split("=")[1])] = (x, y, w, h)
+        elif (strip := rect.get("data-set-strip") or "").startswith(key + "="):
+            first, count = map(int, strip.split("=")[1].split("/"))
+            for i in range(count):
+                assert first + i not in targets
+                targets[first + i] = (x + i * w / count, y, w / count, h)
+    return targets
+

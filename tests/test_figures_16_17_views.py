@@ -8,7 +8,7 @@ import pytest
 from figures import fmt, registry
 from models import experts
 from models.mesh import GROUP_AXES, Mesh, axis_crosses_node, group_ranks
-from tests.figure_views import SVG, path_data, readouts
+from tests.figure_views import SVG, path_data, rank_targets, readouts
 
 FIG16, FIG17 = registry()[16], registry()[17]
 
@@ -172,9 +172,9 @@ def test_figure_17_draws_the_group_and_a_target_per_rank(raw):
     mesh = mesh17(state)
     view = FIG17.render(state)
     root = ET.fromstring(view.svg)
-    targets = [r.get("data-set") for r in root.iter(f"{SVG}rect")]
-    ranks = [int(t.split("=")[1]) for t in targets]
-    assert len(set(ranks)) == len(ranks) and all(0 <= r < mesh.world_size for r in ranks) and state["rank"] in ranks
+    targets = rank_targets(root)
+    ranks = list(targets)
+    assert all(0 <= r < mesh.world_size for r in ranks) and state["rank"] in ranks
     colour = {"edp": "dp"}.get(state["axis"], state["axis"])
     [fill] = [p for p in root.iter(f"{SVG}path") if p.get("class") == f"stroke-{colour}" and p.get("stroke-width") != "2.5"]
     size, gap = map(float, fill.get("stroke-dasharray").split())  # a run of squares: one dashed segment
@@ -183,11 +183,14 @@ def test_figure_17_draws_the_group_and_a_target_per_rank(raw):
     if mesh.world_size <= 512:
         assert sorted(ranks) == list(range(mesh.world_size))
         assert filled == len(group)
-        assert all(r.get("role") == "button" for r in root.iter(f"{SVG}rect")) == (mesh.world_size <= 64)
+        hits = [r for r in root.iter(f"{SVG}rect") if r.get("data-set") or r.get("data-set-strip")]
+        assert all(r.get("role") == "button" for r in hits) == (mesh.world_size <= 64)
+        # a target per square while they are few (tab stops), else a strip per run of squares
+        assert len(hits) == mesh.world_size if mesh.world_size <= 64 else len(hits) <= mesh.world_size // 4
     else:  # a readable subset: the nodes of the chosen rank's groups, and the note says so
         assert len(ranks) <= 256 and filled == len(set(group) & set(ranks)) and "drawn are the" in view.note
     # links: every pair of group neighbours that are both drawn, and nothing else
-    corner = {(float(r.get("x")), float(r.get("y"))): int(r.get("data-set").split("=")[1]) for r in root.iter(f"{SVG}rect")}
+    corner = {(round(x, 2), round(y, 2)): r for r, (x, y, _, _) in targets.items()}
     half = (size + gap) / 2 - 1
     at = {(round(x + half, 2), round(y + half, 2)): r for (x, y), r in corner.items()}
     members, linked = set(group), set()

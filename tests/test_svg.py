@@ -109,3 +109,14 @@ def test_drawn_text_is_ascii_markup_that_reads_back_unchanged():
     root = ET.fromstring(markup)
     assert root.get("aria-label") == words
     assert [node.text for node in root.iter() if node.tag.endswith(("title", "text"))] == [words, words, words]
+
+
+def test_hit_strips_merge_side_by_side_cells_of_consecutive_values_only():
+    cells = [(0, 0, 10, 10, 0), (10, 0, 10, 10, 1), (20, 0, 10, 10, 2),  # one run
+             (34, 0, 10, 10, 3),  # a gap before it
+             (44, 0, 10, 10, 5),  # a value skipped
+             (0, 12, 10, 10, 6), (10, 12, 10, 10, 7)]  # the next row
+    rects = ET.fromstring("<svg>" + svg.hit_strips(cells, "rank", class_="svg-hit") + "</svg>").findall("rect")
+    assert [r.get("data-set-strip") for r in rects] == ["rank=0/3", "rank=3/1", "rank=5/1", "rank=6/2"]
+    assert [(r.get("x"), r.get("width")) for r in rects] == [("0.0", "30.0"), ("34.0", "10.0"), ("44.0", "10.0"), ("0.0", "20.0")]
+    assert all(r.get("class") == "svg-hit" and r.get("tabindex") is None for r in rects)

@@ -66,10 +66,74 @@ def test_a_drag_renders_the_next_state_along_it_first():
         state = {**fifteen.default_state(), "m": values[index]}
         worker.update(15, json.dumps(page_readings(fifteen, state)), "{}", "")
     session = worker.sessions[15]
-    assert session.predicted == {**fifteen.default_state(), "m": values[start + 4]}
-    view = json.loads(session.render_one_ahead())
-    assert view["state"]["m"] == values[start + 4] and view["key"]
-    assert session.predicted is None and session.render_one_ahead() is None  # then the nearby list is made
+    ahead = {**fifteen.default_state(), "m": values[start + 4]}
+    assert session.predicted == (ahead, ahead)
+    view, aliases = session.render_one_ahead()
+    view = json.loads(view)
+    assert view["state"]["m"] == values[start + 4] and view["key"] and aliases == []
+    assert session.predicted is None and session.render_one_ahead() == (None, [])  # then the nearby list is made
+
+
+def test_a_drag_past_what_the_state_allows_is_still_followed_and_its_readings_aliased():
+    """Figure 01 with 16 GPUs: dragging the rank slider past 15 reads 16, 17, ... which all
+    select rank 15. The drag is followed on the readings, and the readings one stride on
+    are sent as an alias of the view the page already holds (no call, no render)."""
+    one = registry()[1]
+    worker = Worker(lambda message: None)
+    default = one.default_state()
+    last = one.validate_state({**default, "rank": 10_000})
+    assert last["rank"] == 15 and default["nodes"] * default["gpus"] == 16
+    for rank in (14, 15, 16):
+        raw = {**default, "rank": rank}
+        answer = json.loads(worker.update(1, json.dumps(page_readings(one, raw)), "{}", ""))
+    assert answer["view"]["state"] == last
+    session = worker.sessions[1]
+    assert session.predicted == ({**default, "rank": 17}, last)
+    view, aliases = session.render_one_ahead()
+    assert view is None  # the page has rank 15's view: it was the answer
+    assert aliases == [[page_key(page_readings(one, {**default, "rank": 17})), answer["view"]["key"]]]
+
+
+def test_a_degree_that_shrinks_another_keeps_the_drag_on_the_slider_moved():
+    """Figure 17: raising CP past what 4,096 GPUs hold halves DP. The page's readings then
+    differ from the state in two sliders; the drag is CP's, and its next stop is one more
+    CP step from the state shown, DP shrunk again."""
+    mesh = registry()[17]
+    worker = Worker(lambda message: None)
+    default = mesh.default_state()
+    cps = mesh.control("cp").values
+    shown = None
+    for cp in cps[3:5]:  # 8, then 16 (DP 8 -> 4)
+        readings = page_readings(mesh, {**(shown or default), "cp": cp})
+        shown = json.loads(worker.update(17, json.dumps(readings), "{}", ""))["view"]["state"]
+    assert (shown["cp"], shown["dp"]) == (16, 4)
+    raw, valid = worker.sessions[17].predicted
+    assert (raw["cp"], raw["dp"]) == (32, 4) and (valid["cp"], valid["dp"]) == (32, 2)
+    view, aliases = worker.sessions[17].render_one_ahead()
+    assert json.loads(view)["state"] == valid
+    assert aliases == [[page_key(page_readings(mesh, raw)), json.loads(view)["key"]]]
+
+
+def test_render_ahead_aliases_the_readings_that_select_a_state_already_sent():
+    one = registry()[1]
+    session = FigureSession(one)
+    session.plan_ahead(one.default_state())
+    views, aliases = [], []
+    while session.has_upcoming:
+        view, more = session.render_one_ahead()
+        views += [json.loads(view)] if view else []
+        aliases += more
+        assert len(more) <= 32  # a turn stays short
+    keys = {view["key"] for view in views}
+    assert views[0]["state"] == one.default_state()
+    assert len(views) == session.planned == session.ahead
+    ranks_past_the_end = {page_key(page_readings(one, {**one.default_state(), "rank": rank})) for rank in range(16, 256)}
+    assert ranks_past_the_end <= {key for key, of in aliases}
+    assert all(of in keys and key not in keys for key, of in aliases)
+    for key, of in aliases[:5]:  # each alias is what the worker answers for those readings
+        readings = {k: v for k, v in json.loads(key)}
+        state, errors = one.check_state(session.values_from_readings(readings))
+        assert errors == {} and session.readings_key(state) == of
 
 
 def test_no_prediction_when_two_controls_changed_or_at_the_end_of_the_range():
@@ -101,7 +165,8 @@ def test_the_render_ahead_loop_posts_each_view_once_nearest_first():
     thread.join()
     views = [json.loads(m)["view"] for m in posted if isinstance(m, str)]
     states = [view["state"] for view in views]
-    expected = nearby_states(four, four.default_state(), len(states))
+    # first the state the page shows (its drawing is the baked one: no view to repaint)
+    expected = [four.default_state(), *nearby_states(four, four.default_state(), len(states) - 1)]
     assert len(states) >= 10 and states == expected
     assert all(view["key"] for view in views)
     assert len({json.dumps(s, sort_keys=True) for s in states}) == len(states)  # never twice

@@ -22,6 +22,7 @@
   const REHEARSALS = 4;  // idle-time chart redraws that compile plotly's update path
   const MESSAGE_PREFIX = "playbook:";
   const VIEWS_KEPT = 1024;  // views ahead kept for all figures together (~12 KB each)
+  const ALIASES_KEPT = 4096;  // readings keys that select another key's state (~200 B each)
 
   // ---------------------------------------------------------------------------
   // Charts: theme, palette, plotly loading
@@ -173,12 +174,27 @@
     if (viewsAhead.size > VIEWS_KEPT) viewsAhead.delete(viewsAhead.keys().next().value);
   }
 
+  // Readings that select a state other than the one they name (a rank slider dragged past
+  // the last rank; a degree that shrinks another to fit): readings key -> the key of the
+  // state they select, by figure. Painted from that state's view when the page holds it.
+  const aliases = new Map();
+  function keepAlias(number, key, of) {
+    if (key === of) return;
+    aliases.delete(number + " " + key);
+    aliases.set(number + " " + key, number + " " + of);
+    if (aliases.size > ALIASES_KEPT) aliases.delete(aliases.keys().next().value);
+  }
+  function keptView(key) {
+    return viewsAhead.get(key) || viewsAhead.get(aliases.get(key));
+  }
+
   function onWorkerMessage(event) {
     if (typeof event.data !== "string" || !event.data.startsWith(MESSAGE_PREFIX)) return;
     const message = JSON.parse(event.data.slice(MESSAGE_PREFIX.length));
     if (message.type === "ready") started();
     else if (message.type === "failed") fail(message.error);
     else if (message.type === "view") keepView(message.number, { number: message.number, errors: {}, view: message.view, error: null });
+    else if (message.type === "aliases") message.aliases.forEach(function (pair) { keepAlias(message.number, pair[0], pair[1]); });
     else if (message.type === "ahead") {
       const figure = byNumber.get(message.number);
       if (figure) {
@@ -329,17 +345,27 @@
     this.rehearsals = REHEARSALS;
     this.timers = {};  // play toggles' intervals
     const self = this;
-    // A part of the drawing that sets a state (data-set="rank=5"), by click or by key.
+    // A part of the drawing that sets a state (data-set="rank=5"), by click or by key; or
+    // a strip of cells (data-set-strip="rank=40/8", svg.hit_strips), by click: the cell
+    // under the pointer sets rank 40 to 47.
     const view = element.querySelector('[data-role="view"]');
     const activate = function (event) {
-      const target = event.target.closest && event.target.closest("[data-set]");
+      const target = event.target.closest && event.target.closest("[data-set],[data-set-strip]");
       if (!target || !view.contains(target)) return;
-      if (event.type === "keydown" && event.key !== "Enter" && event.key !== " ") return;
+      if (event.type === "keydown" && (event.key !== "Enter" && event.key !== " " || !target.dataset.set)) return;
       event.preventDefault();
-      target.dataset.set.split(",").forEach(function (pair) {
-        const at = pair.indexOf("=");
-        if (at > 0) self.values[pair.slice(0, at).trim()] = pair.slice(at + 1).trim();
-      });
+      if (target.dataset.set) {
+        target.dataset.set.split(",").forEach(function (pair) {
+          const at = pair.indexOf("=");
+          if (at > 0) self.values[pair.slice(0, at).trim()] = pair.slice(at + 1).trim();
+        });
+      } else {
+        const strip = /^([^=]+)=(-?\d+)\/(\d+)$/.exec(target.dataset.setStrip);
+        if (!strip) return;
+        const box = target.getBoundingClientRect(), count = Number(strip[3]);
+        const cell = Math.min(count - 1, Math.max(0, Math.floor((event.clientX - box.left) / box.width * count)));
+        self.values[strip[1]] = String(Number(strip[2]) + cell);
+      }
       self.rememberUrl = true;
       self.seq += 1;
       self.request();
@@ -385,16 +411,17 @@
   };
 
   // The controls' readings as the worker keys its views (FigureSession.readings_key).
-  LiveFigure.prototype.readingsKey = function () {
-    const readings = this.readings();
+  LiveFigure.prototype.readingsKey = function (readings) {
+    readings = readings || this.readings();
     return JSON.stringify(Object.keys(readings).sort().map((key) => [key, String(readings[key])]));
   };
 
   LiveFigure.prototype.paintKept = function () {
     if (!worker.ready || this.pressing || this.queue.length || Object.keys(this.values).length) return false;
-    const key = this.number + " " + this.readingsKey();
-    const answer = viewsAhead.get(key);
+    const readings = this.readings();
+    const answer = keptView(this.number + " " + this.readingsKey(readings));
     if (!answer) return false;
+    const key = this.number + " " + answer.view.key;
     viewsAhead.delete(key);
     viewsAhead.set(key, answer);
     this.dirty = false;  // these readings are answered
@@ -403,7 +430,7 @@
     } else {
       this.paintNow(answer, false, this.seq);
     }
-    call("touch", this.number, JSON.stringify(answer.view.state)).catch(function () {});
+    call("touch", this.number, JSON.stringify(answer.view.state), JSON.stringify(readings)).catch(function () {});
     return true;
   };
 
@@ -426,16 +453,17 @@
   LiveFigure.prototype.pump = function () {
     if (!worker.ready || this.inflight) return;
     const state = this.state ? JSON.stringify(this.state) : "";
-    let pending;
+    let pending, asked = null;
     const seq = this.seq;
     this.pressing = this.queue.length > 0;
     if (this.queue.length) {
       pending = call("press", this.number, this.queue.shift().press, state);
     } else if (this.dirty || Object.keys(this.values).length) {
-      const values = JSON.stringify(this.values);
+      const values = JSON.stringify(this.values), readings = this.readings();
+      if (values === "{}") asked = this.readingsKey(readings);  // the answer's state is theirs alone
       this.dirty = false;
       this.values = {};
-      pending = call("update", this.number, JSON.stringify(this.readings()), values, state);
+      pending = call("update", this.number, JSON.stringify(readings), values, state);
     } else {
       return;
     }
@@ -444,7 +472,11 @@
     pending.then(function (text) {
       self.inflight = false;
       self.pressing = false;
-      self.receive(JSON.parse(text), seq);
+      const answer = JSON.parse(text);
+      if (asked && answer.view && answer.view.key && !answer.error && !Object.keys(answer.errors).length) {
+        keepAlias(self.number, asked, answer.view.key);
+      }
+      self.receive(answer, seq);
       self.pump();
     }, function (error) {
       self.inflight = false;
@@ -596,16 +628,72 @@
     }, function () { self.rehearsing = false; });
   };
 
+  // A drawing as svg.py writes it: [its opening tag, then each top-level element's markup],
+  // or null for markup not of that form. svg.py escapes every text and attribute value
+  // and puts nothing between elements, so '<' and '>' only ever delimit tags.
+  function svgParts(markup) {
+    const open = markup.indexOf(">") + 1, close = markup.length - "</svg>".length;
+    if (!markup.startsWith("<svg") || open <= 0 || !markup.endsWith("</svg>") || close < open) return null;
+    const parts = [markup.slice(0, open)];
+    let depth = 0, start = open, at = open;
+    while (at < close) {
+      const lt = markup.indexOf("<", at), gt = markup.indexOf(">", lt);
+      if (lt < 0 || lt >= close || gt < 0 || (depth === 0 && lt !== at)) return null;
+      const next = markup[lt + 1];
+      if (next === "!" || next === "?") return null;
+      if (next === "/") depth -= 1;
+      else if (markup[gt - 1] !== "/") depth += 1;
+      at = gt + 1;
+      if (depth < 0) return null;
+      if (depth === 0) { parts.push(markup.slice(start, at)); start = at; }
+    }
+    return depth === 0 && at === close ? parts : null;
+  }
+
+  const svgTemplate = document.createElement("template");
+  function parseSvg(markup) {
+    svgTemplate.innerHTML = markup;
+    return svgTemplate.content.firstElementChild;
+  }
+
+  // Draw `markup` in `box`, changing only the top-level elements that differ from the
+  // drawing there: most moves restyle a few of them (the group a rank belongs to), and
+  // the hundreds that stay (cells, hit areas) are neither parsed again nor laid out again.
+  const drawnParts = new WeakMap();  // an <svg> on the page -> svgParts of its markup
+  function drawSvg(box, markup) {
+    const drawn = box.querySelector(":scope > svg");
+    const parts = svgParts(markup), before = drawn && drawnParts.get(drawn);
+    const comparable = parts && before && before.length === parts.length && drawn.childElementCount === parts.length - 1;
+    const changed = [];
+    if (comparable) for (let i = 1; i < parts.length; i++) if (parts[i] !== before[i]) changed.push(i);
+    if (!comparable || changed.length * 2 > parts.length) {
+      const fresh = parseSvg(markup);
+      if (drawn) drawn.replaceWith(fresh);
+      else box.prepend(fresh);
+      if (parts) drawnParts.set(fresh, parts);
+      return;
+    }
+    if (parts[0] !== before[0]) {
+      const root = parseSvg(parts[0] + "</svg>");
+      drawn.getAttributeNames().forEach(function (name) { if (!root.hasAttribute(name)) drawn.removeAttribute(name); });
+      root.getAttributeNames().forEach(function (name) {
+        if (drawn.getAttribute(name) !== root.getAttribute(name)) drawn.setAttribute(name, root.getAttribute(name));
+      });
+    }
+    if (changed.length) {
+      const shown = drawn.children;
+      const old = changed.map(function (i) { return shown[i - 1]; });
+      const fresh = Array.from(parseSvg(parts[0] + changed.map(function (i) { return parts[i]; }).join("") + "</svg>").children);
+      old.forEach(function (element, k) { element.replaceWith(fresh[k]); });
+    }
+    drawnParts.set(drawn, parts);
+  }
+
   // A figure's new drawing, readouts, note, text alternative and HTML block. Each DOM
   // write invalidates style or layout even when the value is unchanged: write only
   // what differs.
   function paintView(figure, view) {
-    if (view.svg != null) {
-      const box = figure.querySelector('[data-role="view"]');
-      const drawn = box.querySelector(":scope > svg");
-      if (drawn) drawn.outerHTML = view.svg;
-      else box.insertAdjacentHTML("afterbegin", view.svg);
-    }
+    if (view.svg != null) drawSvg(figure.querySelector('[data-role="view"]'), view.svg);
     if (view.plot != null) plot(figure.querySelector('[data-role="plot"]'), view.plot);
     const list = figure.querySelector('[data-role="readout"]');
     const shown = list.children;

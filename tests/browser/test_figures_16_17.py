@@ -99,16 +99,24 @@ def test_figure_17_the_rank_slider_rewrites_the_groups_for_a_screen_reader(sessi
 
 def test_figure_17_every_drawn_rank_is_a_target_for_its_own_rank(session):
     page = session.page
-    targets = page.eval_on_selector_all("#fig-17 [data-set]", "ts => ts.map(t => t.dataset.set)")
-    assert sorted(int(t.split("=")[1]) for t in targets) == list(range(512))
+    strips = page.eval_on_selector_all("#fig-17 [data-set-strip]", "ts => ts.map(t => t.dataset.setStrip)")
+    ranks = []
+    for strip in strips:  # "rank=first/count": one rect per run of squares (svg.hit_strips)
+        first, count = map(int, strip.removeprefix("rank=").split("/"))
+        ranks += range(first, first + count)
+    assert sorted(ranks) == list(range(512)) and len(strips) == 64
+    assert page.locator("#fig-17 svg rect[data-set]").count() == 0
 
 
 def test_figure_17_clicking_a_square_chooses_that_rank(session):
     page = session.page
-    page.click("#fig-17 [data-set='rank=300']")
-    settle(page, "fig-17")
-    assert read_state(page, FIG17)["rank"] == 300
-    assert readouts(page, "fig-17")["node"]["value"] == 300 // 8
+    for rank in (300, 296, 303):  # inside a strip, and its first and last squares
+        strip = page.locator("#fig-17 [data-set-strip='rank=296/8']")
+        box = strip.bounding_box()
+        strip.click(position={"x": (rank - 296 + 0.5) * box["width"] / 8, "y": box["height"] / 2})
+        settle(page, "fig-17")
+        assert read_state(page, FIG17)["rank"] == rank
+        assert readouts(page, "fig-17")["node"]["value"] == rank // 8
 
 
 def test_figure_17_link_restores_a_state(session):

@@ -110,6 +110,46 @@ def test_a_step_to_a_state_sent_ahead_paints_in_the_inputs_own_task(session):
         assert_shows(page, FIFTEEN, target)
 
 
+def test_a_drag_past_the_last_rank_paints_each_step_at_once(session):
+    """Figure 01 on 16 GPUs: the rank slider reads 16, 17, ... past the last rank, and
+    each such reading selects rank 15. The worker sent those readings ahead as aliases of
+    rank 15's view, so every step is painted in the input's own task, the slider put
+    back on 15, with no call."""
+    page = session.page
+    one = registry()[1]
+    set_control(page, one, "rank", 15)
+    state = read_state(page, one)
+    assert state["nodes"] * state["gpus"] == 16 and state["rank"] == 15
+    steps = len(nearby_states(one, state, 12))
+    page.wait_for_function("([anchor, steps]) => Number(document.getElementById(anchor).dataset.ahead) >= steps",
+                           arg=[one.anchor, steps], timeout=30_000)
+    for position in ("16", "17", "255"):
+        shown = page.evaluate(STEP, [one.anchor, "rank", position])
+        assert shown == {"fragment": encode_state(one, state), "busy": False}, position
+        assert page.input_value(f"#{one.anchor} [data-control=rank]") == "15"
+
+
+def test_a_redraw_replaces_only_the_parts_of_the_drawing_that_changed(session):
+    """Figure 17, one rank on: the group's marks change, its squares' click targets do not.
+    The targets are the same elements as before (not parsed again), and the drawing is
+    exactly the worker's markup for the new state."""
+    page = session.page
+    mesh = registry()[17]
+    set_control(page, mesh, "rank", 100)
+    page.evaluate("document.querySelector('#fig-17 [data-set-strip]').__before = true")
+    set_control(page, mesh, "rank", 101)
+    state = read_state(page, mesh)
+    assert state["rank"] == 101
+    same = page.evaluate("""(markup) => {
+      const template = document.createElement('template');
+      template.innerHTML = markup;
+      const drawn = document.querySelector('#fig-17 [data-role=view] > svg');
+      return [drawn.isEqualNode(template.content.firstElementChild),
+              drawn.querySelector('[data-set-strip]').__before === true];
+    }""", mesh.render(state).svg)
+    assert same == [True, True]
+
+
 def test_a_kept_view_never_paints_over_a_newer_state(session):
     """A move to a state the page holds, while the answer to an older move is on its way:
     that answer arrives after and is not painted."""
