@@ -130,7 +130,7 @@ def percentile(values, fraction):
 def control_values(control):
     """What the control's native element can hold, in order (positions for sliders)."""
     if isinstance(control, Slider):
-        return [str(control.position(v)) for v in control.values]
+        return [control.position_text(v) for v in control.values]
     if isinstance(control, Select):
         return [str(v) for v in control.values]
     return None
@@ -181,7 +181,7 @@ def drag_moves(figure, moves):
         values = control_values(control)
         if not values or not isinstance(control, Slider):
             continue
-        here = values.index(str(control.position(control.default)))
+        here = values.index(control.position_text(control.default))
         sequence += [(control, v) for v in values[here + 1:]] + [(control, v) for v in reversed(values[here:-1])]
     return sequence[:moves]
 

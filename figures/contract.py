@@ -53,7 +53,9 @@ class Slider:
             return min(self.stops, key=lambda s: (abs(math.log(s / value)) if s > 0 and value > 0 else abs(s - value)))
         value = min(max(value, self.min), self.max)
         steps = round((value - self.min) / self.step)
-        value = self.min + steps * self.step
+        # rounded as a range input steps (in decimal: 12 steps of 0.05 is 0.6, not
+        # 0.6000000000000001), so the value the page reads back is this one
+        value = round(self.min + steps * self.step, 12)
         return int(round(value)) if _is_whole(self.step) and _is_whole(self.min) else value
 
     @property
@@ -70,6 +72,14 @@ class Slider:
     def position(self, value):
         """What the native ``<input type=range>`` holds for ``value`` (an index for stops)."""
         return self.stops.index(value) if self.stops else value
+
+    def position_text(self, value):
+        """``position`` as the input's ``value`` reads it: JavaScript's number text
+        (``String(x)``), so 1.0 reads "1". Readings keys and markup use this text."""
+        position = self.position(value)
+        if isinstance(position, float) and position.is_integer() and abs(position) < 1e21:
+            return str(int(position))
+        return repr(position)
 
     def from_position(self, position):
         if self.stops:

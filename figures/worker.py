@@ -36,7 +36,7 @@ import figures
 from figures.contract import Number, Slider, Toggle, decode_fragment, encode_state, nearby_moves, nearby_states
 
 VIEW_CACHE_SIZE = 128  # views kept per figure
-AHEAD_LIMIT = 96  # states rendered ahead per figure, nearest first
+AHEAD_LIMIT = 256  # states rendered ahead per figure, nearest first
 ALIASES_PER_TURN = 32  # readings keys aliased in one turn of the render-ahead loop
 # Rendering ahead waits for this long a pause after the page's last call: a render under
 # way delays the next call by up to a whole render (measured: a drag's calls waited
@@ -116,7 +116,7 @@ class FigureSession:
         for control in self.figure.stateful_controls:
             value = state[control.key]
             if isinstance(control, Slider):
-                controls[control.key] = [str(control.position(value)), control.display(value)]
+                controls[control.key] = [control.position_text(value), control.display(value)]
             elif isinstance(control, Toggle):
                 controls[control.key] = [bool(value), ""]
             elif isinstance(control, Number):

@@ -25,7 +25,8 @@ def page_readings(figure, state):
     for control in figure.stateful_controls:
         value = state[control.key]
         if isinstance(control, Slider):
-            readings[control.key] = str(control.position(value))
+            position = control.position(value)  # as the input reads it back: String(x) in JavaScript
+            readings[control.key] = "%.15g" % position if isinstance(position, float) else str(position)
         elif isinstance(control, Toggle):
             readings[control.key] = bool(value)
         elif isinstance(control, Number):
@@ -203,3 +204,21 @@ def test_the_render_ahead_loop_never_cancels_a_task():
     thread.join()
     assert worker.sessions[4].ahead > 0  # it did render ahead meanwhile
     assert cancelled_while_serving == []
+
+
+@pytest.mark.parametrize("figure", [f for f in FIGURES if any(isinstance(c, Slider) and not c.stops and
+                                                                 isinstance(c.values[1], float) for c in f.controls)],
+                         ids=lambda f: f"fig{f.number:02d}")
+def test_a_fractional_sliders_every_value_has_the_key_the_page_reads(figure):
+    """A range input steps in decimal and reads back JavaScript's number text: 12 steps
+    of 0.05 read "0.6" (not 0.6000000000000001), and 1.0 reads "1". A key written any
+    other way matches nothing the page reads, and every later move on the figure misses."""
+    session = FigureSession(figure)
+    for control in figure.stateful_controls:
+        if not isinstance(control, Slider) or control.stops:
+            continue
+        for value in control.values:
+            state = figure.validate_state({**figure.default_state(), control.key: value})
+            readings = dict(json.loads(session.readings_key(state) or "[]"))
+            assert readings[control.key] == ("%.15g" % value if isinstance(value, float) else str(value)), (control.key, value)
+

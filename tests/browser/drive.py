@@ -53,7 +53,7 @@ def set_control(page, figure, key, value):
     control = figure.control(key)
     selector = f"#{figure.anchor} [data-control='{key}']"
     if isinstance(control, Slider):
-        page.fill(selector, str(control.position(value)))
+        page.fill(selector, control.position_text(value))
     elif isinstance(control, Select):
         page.select_option(selector, str(value))
     elif isinstance(control, Toggle):

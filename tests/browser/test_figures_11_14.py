@@ -114,7 +114,7 @@ def test_a_link_restores_each_figures_state(session):
         follow_link(page, encode_state(figure, state))
         key, value = next(iter(changes.items()))
         control = figure.control(key)
-        position = control.position(value) if hasattr(control, "position") else value
+        position = control.position_text(value) if hasattr(control, "position") else value
         page.wait_for_function(
             f"document.querySelector('#{figure.anchor} [data-control={key}]').value === '{position}'")
         settle(page, figure.anchor)
