@@ -17,6 +17,7 @@ This module is deliberately free of DOM code so both sides can import it.
 """
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from html import escape
 
 
@@ -50,6 +51,9 @@ class Slider:
         if not math.isfinite(value):
             raise ValueError(f"{self.key} must be a finite number, got {raw!r}")
         if self.stops:
+            exact = self._stop_of.get(value)
+            if exact is not None:
+                return exact
             return min(self.stops, key=lambda s: (abs(math.log(s / value)) if s > 0 and value > 0 else abs(s - value)))
         value = min(max(value, self.min), self.max)
         steps = round((value - self.min) / self.step)
@@ -58,9 +62,14 @@ class Slider:
         value = round(self.min + steps * self.step, 12)
         return int(round(value)) if _is_whole(self.step) and _is_whole(self.min) else value
 
-    @property
+    @cached_property
+    def _stop_of(self):  # each stop by its float value: a stop read back is found at once
+        return {float(stop): stop for stop in self.stops}
+
+    @cached_property
     def values(self):
-        """Every value the slider can take, lowest first."""
+        """Every value the slider can take, lowest first (computed once: Figure 17's rank
+        slider has 4,096)."""
         if self.stops:
             return self.stops
         return tuple(self.coerce(self.min + i * self.step) for i in range(int(round((self.max - self.min) / self.step)) + 1))
@@ -101,7 +110,7 @@ class Select:
         if self.default not in self.values:
             raise ValueError(f"{self.key}: default {self.default!r} is not an option")
 
-    @property
+    @cached_property
     def values(self):
         return tuple(value for value, _ in self.options)
 
@@ -349,37 +358,41 @@ def nearby_states(figure, state, limit):
 
 
 def nearby_moves(figure, state, limit, aliases=512):
-    """``nearby_states`` as the moves that reach them: ``(raw, valid)`` pairs, nearest
-    first, ``raw`` being ``state`` with one control changed and ``valid`` the state it
+    """``nearby_states`` as the moves that reach them, yielded as ``(raw, valid)`` pairs
+    (each validated only when drawn), nearest first, ``raw`` being ``state`` with one control changed and ``valid`` the state it
     validates to. A raw move that validates
     to a state listed before (a rank slider dragged past the last rank, a degree that
     shrinks another) is listed too, as an alias, up to ``aliases`` of them: the page can
-    paint those readings from the view it already holds."""
-    ranked = []
+    paint those readings from the view it already holds. Only the nearest
+    ``limit + aliases`` moves are looked at."""
+    ranked, reach = [], limit + aliases  # no control's moves beyond this many steps are listed
     for order, control in enumerate(figure.stateful_controls):
         values = control.values
         if state[control.key] not in values:
             continue
         here = values.index(state[control.key])
-        ranked += [(abs(i - here), order, i < here, control.key, value) for i, value in enumerate(values) if i != here]
+        low = max(0, here - reach)
+        ranked += [(abs(i - here), order, i < here, control.key, value)
+                   for i, value in enumerate(values[low:here + reach + 1], start=low) if i != here]
     ranked.sort(key=lambda entry: entry[:3])
     if figure.constrain is None:
-        moves = [{**state, key: value} for _, _, _, key, value in ranked[:limit]]
-        return [(move, move) for move in moves]
-    moves, seen, distinct = [], {_state_key(state)}, 0
-    for _, _, _, key, value in ranked:
+        for _, _, _, key, value in ranked[:limit]:
+            move = {**state, key: value}
+            yield move, move
+        return
+    seen, distinct = {_state_key(state)}, 0
+    for _, _, _, key, value in ranked[:reach]:  # validating is the cost: the nearest moves only
         raw = {**state, key: value}
         candidate = figure.validate_state(raw)
         if _state_key(candidate) not in seen:
             seen.add(_state_key(candidate))
-            moves.append((raw, candidate))
+            yield raw, candidate
             distinct += 1
             if distinct == limit:
-                break
+                return
         elif aliases > 0:
-            moves.append((raw, candidate))
+            yield raw, candidate
             aliases -= 1
-    return moves
 
 
 def _state_key(state):

@@ -27,6 +27,7 @@ controls come to read a key it holds, it paints that view at once, without a cal
 """
 import asyncio
 import gc
+import itertools
 import json
 import time
 import traceback
@@ -59,10 +60,12 @@ class FigureSession:
     def __init__(self, figure):
         self.figure = figure
         self.views = OrderedDict()  # state key -> view JSON
-        # moves to render ahead, nearest last (popped), as (raw, valid, new: first to reach
-        # valid); None: to be listed
-        self.upcoming = []
-        self.planned = 0
+        # the (raw, valid) moves to render ahead, nearest first, an iterator that validates
+        # each as it is drawn (Figure 17 has ~600: ~35 ms in Pyodide, too long for one
+        # turn); None: to be started; () when spent
+        self.upcoming = ()
+        self.met = set()  # the states those moves reached so far
+        self.ahead = 0  # how many: each sent to the page, or found there
         self.center = None  # the state the upcoming list was planned around
         self.last = None  # the state the reader was last at (to tell a drag's direction)
         self.predicted = None  # the (raw, valid) move next along the reader's drag, to render first
@@ -185,13 +188,12 @@ class FigureSession:
         if self.center is not None and _state_key(self.center) == _state_key(state):
             return
         self.center = state
-        self.upcoming = None
-        self.planned = 0
+        self.upcoming, self.ahead = None, 0
 
     def next_along_drag(self, previous, state, raw=None):
         """The move one more stride along the slider that moved from ``previous`` to
-        ``state``, as ``(raw, valid)`` (``nearby_moves``); None unless exactly one slider
-        moved, or if that one is at its end. ``raw``: the values the controls read before
+        ``state``, as ``(raw, valid)`` (``nearby_moves``), or one stride back if that one
+        is at the end of its range; None unless exactly one slider moved. ``raw``: the values the controls read before
         validation, when known: a slider moved past what the state allows (clamped back,
         or shrinking another degree) is still seen as the one moved, with its stride."""
         if previous is None:
@@ -207,14 +209,14 @@ class FigureSession:
             return None
         here = values.index(raw[key])
         there = 2 * here - values.index(previous[key])
-        if not 0 <= there < len(values):
-            return None
+        if not 0 <= there < len(values):  # at the end of its range the drag can only come back,
+            there = values.index(previous[key])  # to a state validation may have moved since
         ahead = {**state, key: values[there]}
         return ahead, self.figure.validate_state(ahead)
 
     @property
     def has_upcoming(self):
-        return self.predicted is not None or self.upcoming is None or bool(self.upcoming)
+        return self.predicted is not None or self.upcoming != ()
 
     def send(self, state):
         """The view of ``state`` (rendered now if need be) for the page to keep: its JSON,
@@ -251,27 +253,24 @@ class FigureSession:
             view, alias = self.send(valid), self.alias(raw, valid)
             return view, [alias] if alias else []
         if self.upcoming is None:
-            seen, self.upcoming = {_state_key(self.center)}, []
-            for raw, valid in nearby_moves(self.figure, self.center, AHEAD_LIMIT):
-                self.upcoming.append((raw, valid, _state_key(valid) not in seen))
-                seen.add(_state_key(valid))
+            moves = nearby_moves(self.figure, self.center, AHEAD_LIMIT)  # validated as they are drawn
             if _state_key(self.center) not in self.sent:  # the page's drawing of it is the baked one
-                self.upcoming.insert(0, (self.center, self.center, True))
-            self.upcoming.reverse()
-            self.planned = sum(1 for _, _, new in self.upcoming if new)
-            return None, []
+                moves = itertools.chain([(self.center, self.center)], moves)
+            self.upcoming, self.met, self.ahead = moves, set(), 0
         view = None
-        while self.upcoming and view is None and len(aliases) < ALIASES_PER_TURN:
-            raw, valid, _ = self.upcoming.pop()  # moves to states the page has cost no render
+        for raw, valid in self.upcoming:  # moves to states the page has cost no render
+            if _state_key(valid) not in self.met:
+                self.met.add(_state_key(valid))
+                self.ahead += 1
             view = self.send(valid)
             alias = self.alias(raw, valid)
             if alias:
                 aliases.append(alias)
+            if view is not None or len(aliases) >= ALIASES_PER_TURN:
+                break
+        else:
+            self.upcoming = ()
         return view, aliases
-
-    @property
-    def ahead(self):
-        return self.planned - sum(1 for _, _, new in self.upcoming or () if new)
 
 
 class Worker:

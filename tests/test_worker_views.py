@@ -72,7 +72,9 @@ def test_a_drag_renders_the_next_state_along_it_first():
     view, aliases = session.render_one_ahead()
     view = json.loads(view)
     assert view["state"]["m"] == values[start + 4] and view["key"] and aliases == []
-    assert session.predicted is None and session.render_one_ahead() == (None, [])  # then the nearby list is made
+    assert session.predicted is None
+    view, _ = session.render_one_ahead()  # then the states nearby, nearest first
+    assert json.loads(view)["state"] == nearby_states(fifteen, session.center, 1)[0]
 
 
 def test_a_drag_past_what_the_state_allows_is_still_followed_and_its_readings_aliased():
@@ -127,7 +129,7 @@ def test_render_ahead_aliases_the_readings_that_select_a_state_already_sent():
         assert len(more) <= 32  # a turn stays short
     keys = {view["key"] for view in views}
     assert views[0]["state"] == one.default_state()
-    assert len(views) == session.planned == session.ahead
+    assert len(views) == session.ahead and session.upcoming == ()
     ranks_past_the_end = {page_key(page_readings(one, {**one.default_state(), "rank": rank})) for rank in range(16, 256)}
     assert ranks_past_the_end <= {key for key, of in aliases}
     assert all(of in keys and key not in keys for key, of in aliases)
@@ -137,7 +139,7 @@ def test_render_ahead_aliases_the_readings_that_select_a_state_already_sent():
         assert errors == {} and session.readings_key(state) == of
 
 
-def test_no_prediction_when_two_controls_changed_or_at_the_end_of_the_range():
+def test_no_prediction_when_two_controls_changed_and_the_way_back_at_the_end_of_the_range():
     fifteen = registry()[15]
     session = FigureSession(fifteen)
     default = fifteen.default_state()
@@ -146,7 +148,21 @@ def test_no_prediction_when_two_controls_changed_or_at_the_end_of_the_range():
     other_p = p_values[(p_values.index(default["P"]) + 1) % len(p_values)]
     assert session.next_along_drag(default, {**default, "m": other_m, "P": other_p}) is None
     at_end = {**default, "m": m_values[-1]}
-    assert session.next_along_drag({**default, "m": m_values[-2]}, at_end) is None
+    back = {**default, "m": m_values[-2]}
+    assert session.next_along_drag(back, at_end) == (back, back)
+
+
+def test_at_the_end_of_a_range_the_way_back_is_from_the_state_validation_made():
+    """Figure 17: CP dragged to 64 halved DP to 1 on the way. Coming back to CP 32 keeps
+    DP at 1, a state not seen before: it is the one rendered ahead."""
+    mesh = registry()[17]
+    session = FigureSession(mesh)
+    before = mesh.validate_state({**mesh.default_state(), "cp": 32})
+    at_end = mesh.validate_state({**before, "cp": 64})
+    assert (before["dp"], at_end["dp"]) == (2, 1)
+    readings = {**before, "cp": 64}  # what the controls read: DP's slider still at 2
+    raw, valid = session.next_along_drag(before, at_end, readings)
+    assert raw == valid == {**at_end, "cp": 32}
 
 
 def test_the_render_ahead_loop_posts_each_view_once_nearest_first():
