@@ -530,8 +530,13 @@
     } else {
       const view = answer.view;
       this.state = view.state;
-      this.writeControls(view.controls, writeFields);
-      paintView(element, view);
+      try {
+        this.writeControls(view.controls, writeFields);
+        paintView(element, view);
+      } finally {
+        this.settle();  // a paint that throws (reported as a page error) must not leave the figure busy
+      }
+      return;
     }
     this.settle();
   };
@@ -666,11 +671,14 @@
     const comparable = parts && before && before.length === parts.length && drawn.childElementCount === parts.length - 1;
     const changed = [];
     if (comparable) for (let i = 1; i < parts.length; i++) if (parts[i] !== before[i]) changed.push(i);
-    if (!comparable || changed.length * 2 > parts.length) {
-      const fresh = parseSvg(markup);
-      if (drawn) drawn.replaceWith(fresh);
-      else box.prepend(fresh);
-      if (parts) drawnParts.set(fresh, parts);
+    const fresh = comparable && changed.length * 2 <= parts.length && changed.length
+      ? Array.from(parseSvg(parts[0] + changed.map(function (i) { return parts[i]; }).join("") + "</svg>").children)
+      : null;
+    if (!comparable || changed.length * 2 > parts.length || (fresh && fresh.length !== changed.length)) {
+      const whole = parseSvg(markup);  // (or the parser did not see the elements we split)
+      if (drawn) drawn.replaceWith(whole);
+      else box.prepend(whole);
+      if (parts) drawnParts.set(whole, parts);
       return;
     }
     if (parts[0] !== before[0]) {
@@ -680,10 +688,9 @@
         if (drawn.getAttribute(name) !== root.getAttribute(name)) drawn.setAttribute(name, root.getAttribute(name));
       });
     }
-    if (changed.length) {
+    if (fresh) {
       const shown = drawn.children;
       const old = changed.map(function (i) { return shown[i - 1]; });
-      const fresh = Array.from(parseSvg(parts[0] + changed.map(function (i) { return parts[i]; }).join("") + "</svg>").children);
       old.forEach(function (element, k) { element.replaceWith(fresh[k]); });
     }
     drawnParts.set(drawn, parts);
