@@ -349,22 +349,16 @@ def nearby_states(figure, state, limit):
     every control, then two steps, and so on to the ends of each range; at most
     ``limit``. What a reader reaches next by dragging a slider, clicking its track or
     picking another option, so the runtime renders them ahead while the reader is idle."""
-    seen, nearby = {_state_key(state)}, []
-    for _, valid in nearby_moves(figure, state, limit, aliases=0):
-        if _state_key(valid) not in seen:
-            seen.add(_state_key(valid))
-            nearby.append(valid)
-    return nearby
+    return [valid for _, valid in nearby_moves(figure, state, limit, aliases=0)]
 
 
 def nearby_moves(figure, state, limit, aliases=512):
-    """``nearby_states`` as the moves that reach them, yielded as ``(raw, valid)`` pairs
-    (each validated only when drawn), nearest first, ``raw`` being ``state`` with one control changed and ``valid`` the state it
-    validates to. A raw move that validates
-    to a state listed before (a rank slider dragged past the last rank, a degree that
-    shrinks another) is listed too, as an alias, up to ``aliases`` of them: the page can
-    paint those readings from the view it already holds. Only the nearest
-    ``limit + aliases`` moves are looked at."""
+    """``nearby_states`` as the moves that reach them, yielded nearest first as
+    ``(raw, valid)``: ``raw`` is ``state`` with one control changed, ``valid`` the state it
+    validates to (each validated only when drawn). A move whose state was yielded before
+    (a rank slider dragged past the last rank, a degree that shrinks another) is yielded
+    too, as an alias, up to ``aliases`` of them: the page can paint those readings from
+    the view it already holds. Only the nearest ``limit + aliases`` moves are looked at."""
     ranked, reach = [], limit + aliases  # no control's moves beyond this many steps are listed
     for order, control in enumerate(figure.stateful_controls):
         values = control.values

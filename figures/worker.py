@@ -23,7 +23,9 @@ renders one state at once: the next one along the drag (same slider, same stride
 Each view rendered ahead is posted to the page with its *readings key*: the control
 readings that select exactly that state. The page keeps these views, and when the
 controls come to read a key it holds, it paints that view at once, without a call
-(and tells the worker, with ``touch``, where the reader now is).
+(and tells the worker, with ``touch``, where the reader now is). Readings that
+validation moves to another state (a slider past the last rank) are posted as
+*aliases* of that state's key.
 """
 import asyncio
 import gc
@@ -192,10 +194,11 @@ class FigureSession:
 
     def next_along_drag(self, previous, state, raw=None):
         """The move one more stride along the slider that moved from ``previous`` to
-        ``state``, as ``(raw, valid)`` (``nearby_moves``), or one stride back if that one
-        is at the end of its range; None unless exactly one slider moved. ``raw``: the values the controls read before
-        validation, when known: a slider moved past what the state allows (clamped back,
-        or shrinking another degree) is still seen as the one moved, with its stride."""
+        ``state``, as ``(raw, valid)`` (``nearby_moves``), or one stride back if that
+        slider is at the end of its range; None unless exactly one slider moved.
+        ``raw``: the values the controls read before validation, when known: a slider
+        moved past what the state allows (clamped back, or shrinking another degree) is
+        still seen as the one moved, with its stride."""
         if previous is None:
             return None
         sliders = {c.key for c in self.figure.stateful_controls if isinstance(c, Slider)}

@@ -668,13 +668,14 @@
   function drawSvg(box, markup) {
     const drawn = box.querySelector(":scope > svg");
     const parts = svgParts(markup), before = drawn && drawnParts.get(drawn);
-    const comparable = parts && before && before.length === parts.length && drawn.childElementCount === parts.length - 1;
     const changed = [];
-    if (comparable) for (let i = 1; i < parts.length; i++) if (parts[i] !== before[i]) changed.push(i);
-    const fresh = comparable && changed.length * 2 <= parts.length && changed.length
+    let patch = parts && before && before.length === parts.length && drawn.childElementCount === parts.length - 1;
+    if (patch) for (let i = 1; i < parts.length; i++) if (parts[i] !== before[i]) changed.push(i);
+    patch = patch && changed.length * 2 <= parts.length;
+    const fresh = patch && changed.length
       ? Array.from(parseSvg(parts[0] + changed.map(function (i) { return parts[i]; }).join("") + "</svg>").children)
       : null;
-    if (!comparable || changed.length * 2 > parts.length || (fresh && fresh.length !== changed.length)) {
+    if (!patch || (fresh && fresh.length !== changed.length)) {
       const whole = parseSvg(markup);  // (or the parser did not see the elements we split)
       if (drawn) drawn.replaceWith(whole);
       else box.prepend(whole);
