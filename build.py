@@ -47,7 +47,6 @@ PYTHON_PACKAGES = ("models", "figures")
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 PLOTLY_PACKAGE = "plotly.js-cartesian-dist-min"
 # What PyScript 0.7.31's core.js imports on every page (seen in the browser's network log).
-PYSCRIPT_STARTUP_CHUNK = re.compile(r"^(core|deprecations-manager|donkey|error|py-editor|py-game|py-terminal)-[\w-]+\.js$")
 PLOTLY_FILE = "plotly-cartesian.min.js"
 
 MIME_TYPES = {
@@ -60,19 +59,6 @@ MIME_TYPES = {
     ".zip": "application/zip",
     ".svg": "image/svg+xml",
 }
-
-# The worker's first Python: serve the page, or tell it why not (an import error would
-# otherwise leave the page waiting in silence).
-WORKER_BOOTSTRAP = """\
-try:
-    from figures.worker import serve
-except BaseException as error:
-    import json
-    from polyscript import xworker
-    xworker.postMessage("playbook:" + json.dumps({"type": "failed", "error": f"{type(error).__name__}: {error}"}))
-    raise
-serve()
-"""
 
 # The article after its first FIRST_HELD_CHAPTER chapters arrives held back (hidden by
 # playbook.css) and playbook.js shows it a few blocks per task: laid out all at once, the
@@ -89,15 +75,13 @@ HOLD_SCRIPT = ('var root=document.documentElement;root.setAttribute("data-hold",
 HOLD_SCRIPT_HASH = "'sha256-%s'" % base64.b64encode(hashlib.sha256(HOLD_SCRIPT.encode()).digest()).decode()
 
 # The page's Content-Security-Policy: scripts from this origin only, and one inline script
-# (the hold flag above) allowed by its hash. Pyodide compiles WebAssembly
-# ('wasm-unsafe-eval'). PyScript 0.7.31 needs two more (the README names them): it builds
-# its worker's hooks with Function() ('unsafe-eval'; without it PyScript falls back to a
-# main-thread interpreter from a CDN, which the policy then blocks) and starts that worker
-# from a blob: URL (worker-src). plotly.js injects <style>.
+# (the hold flag above) allowed by its hash. The worker compiles Pyodide's WebAssembly
+# ('wasm-unsafe-eval': a host that sends this policy as a header on every file gives it
+# to the worker too). plotly.js injects <style>.
 CONTENT_SECURITY_POLICY = "; ".join((
     "default-src 'self'",
-    f"script-src 'self' {HOLD_SCRIPT_HASH} 'wasm-unsafe-eval' 'unsafe-eval'",
-    "worker-src 'self' blob:",
+    f"script-src 'self' {HOLD_SCRIPT_HASH} 'wasm-unsafe-eval'",
+    "worker-src 'self'",
     "connect-src 'self'",
     "img-src 'self' data:",
     "style-src 'self' 'unsafe-inline'",
@@ -135,27 +119,18 @@ class Runtime:
     """Where each vendored piece lives under dist/ (versioned paths: never mixed)."""
 
     pyodide_dir: str
-    pyscript_dir: str
     plotly_file: str
-    pyscript_modules: tuple  # chunks core.js always imports at start: preloaded in parallel
 
 
 def vendor_runtime(dist):
     pyodide = f"vendor/pyodide-{npm_version('pyodide')}"
-    pyscript = f"vendor/pyscript-{npm_version('@pyscript/core')}"
     plotly = f"vendor/plotly-{npm_version(PLOTLY_PACKAGE)}"
     for name in PYODIDE_FILES:
         _copy(NODE_MODULES / "pyodide" / name, dist / pyodide / name)
     stdlib = dist / pyodide / "python_stdlib.zip"
     stdlib.write_bytes(stored_zip(stdlib.read_bytes()))
-    for source in sorted((NODE_MODULES / "@pyscript/core/dist").iterdir()):
-        if source.is_file() and not source.name.endswith(".map"):
-            _copy(source, dist / pyscript / source.name)
     _copy(NODE_MODULES / PLOTLY_PACKAGE / PLOTLY_FILE, dist / plotly / PLOTLY_FILE)
-    modules = tuple(
-        sorted(p.name for p in (dist / pyscript).iterdir() if PYSCRIPT_STARTUP_CHUNK.match(p.name))
-    )
-    return Runtime(pyodide_dir=pyodide, pyscript_dir=pyscript, plotly_file=f"{plotly}/{PLOTLY_FILE}", pyscript_modules=modules)
+    return Runtime(pyodide_dir=pyodide, plotly_file=f"{plotly}/{PLOTLY_FILE}")
 
 
 def _copy(source, target):
@@ -505,13 +480,10 @@ def build(dist=ROOT / "dist", base_url="/"):
 
     runtime = vendor_runtime(dist)
     archive = write_hashed(dist, "py", "playbook", ".zip", python_archive())
-    config = json.dumps(
-        {"interpreter": f"{base_url}{runtime.pyodide_dir}/pyodide.mjs", "files": {f"{base_url}{archive}": "./*"}},
-        sort_keys=True,
-        indent=1,
-    ).encode()
-    config_path = write_hashed(dist, "py", "pyscript", ".json", config)
-    worker_script = write_hashed(dist, "py", "worker", ".py", WORKER_BOOTSTRAP.encode())
+    # The worker's URLs are relative to the worker script (assets/): right under any base URL.
+    worker_source = ((SITE / "static/worker.js").read_text().replace("__PYODIDE__", f"../{runtime.pyodide_dir}")
+                     .replace("__ARCHIVE__", f"../{archive}"))
+    worker_script = write_hashed(dist, "assets", "worker", ".js", worker_source.encode())
     stylesheet = write_hashed(dist, "assets", "playbook", ".css",
                               palette.css().encode() + (SITE / "static/playbook.css").read_bytes())
     script = write_hashed(dist, "assets", "playbook", ".js", (SITE / "static/playbook.js").read_bytes())
@@ -547,7 +519,6 @@ def build(dist=ROOT / "dist", base_url="/"):
             reading_minutes=max(1, round(count_words(body) / WORDS_PER_MINUTE)),
             base_url=base_url,
             runtime=runtime,
-            pyscript_config=f"{base_url}{config_path}",
             worker_script=f"{base_url}{worker_script}",
             runtime_files=json.dumps(runtime_checks(base_url, runtime, archive), separators=(",", ":")),
             stylesheet=f"{base_url}{stylesheet}",

@@ -149,7 +149,7 @@ def measure_loads(browser, server, runs):
             if kind == "page":
                 page.add_init_script(MARKS)
                 page.goto(server.base + "/")
-                page.wait_for_function("window.__bench.live && window.__bench.ready", timeout=120_000)
+                page.wait_for_function("() => window.__bench.live && window.__bench.ready", timeout=120_000)
                 sent = server.sent
                 fcp = page.evaluate("performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN")
                 marks = page.evaluate("window.__bench")
@@ -157,7 +157,7 @@ def measure_loads(browser, server, runs):
                 results["page"] = (fcp, marks["live"], sent / 1e6, longest)
             else:
                 page.goto(server.base + "/bench-floor.html")
-                page.wait_for_function("window.__floor", timeout=120_000)
+                page.wait_for_function("() => window.__floor", timeout=120_000)
                 results["floor"] = page.evaluate("window.__floor")
             context.close()
         rows.append((*results["page"], results["floor"]))
@@ -191,7 +191,7 @@ def measure_moves(browser, base, moves, pattern, settle_ms, pause_ms=0, only=())
     page = context.new_page()
     page.add_init_script(MARKS)
     page.goto(base + "/")
-    page.wait_for_function("document.documentElement.dataset.python === 'ready'", timeout=120_000)
+    page.wait_for_function("() => document.documentElement.dataset.python === 'ready'", timeout=120_000)
     results = {}
     for figure in sorted(registry().values(), key=lambda f: f.number):
         if (only and figure.number not in only) or not list(pattern(figure, 1)):

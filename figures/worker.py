@@ -1,9 +1,10 @@
-"""The figures' Python in the browser: one Pyodide interpreter in a PyScript worker.
+"""The figures' Python in the browser: one Pyodide interpreter in a Web Worker.
 
 It never touches the page (no ``window``, no ``document``, so the site needs no
 cross-origin-isolation headers): ``site/static/playbook.js`` owns the DOM, reads the
-controls, and calls the functions ``serve`` exposes through ``pyscript.sync``. Each
-call returns plain data as JSON text, an *answer*::
+controls, and calls the ``Worker`` methods named in ``CALLS`` through the message
+channel ``site/static/worker.js`` sets up (``serve``). Each call returns plain data as
+JSON text, an *answer*::
 
     {"number": 15, "errors": {key: message}, "view": {...} | null, "error": text | null}
 
@@ -45,7 +46,6 @@ ALIASES_PER_TURN = 32  # readings keys aliased in one turn of the render-ahead l
 # way delays the next call by up to a whole render (measured: a drag's calls waited
 # ~8 ms behind Figure 15's renders ahead); a reader's drag sends a call every frame.
 QUIET_S = 0.05
-MESSAGE_PREFIX = "playbook:"  # what playbook.js listens for among the worker's messages
 
 
 def _dumps(value):
@@ -439,23 +439,23 @@ class Worker:
             await asyncio.sleep(0)
 
 
-def serve():
-    """Start serving the page: expose the calls, report ready (or why not)."""
-    from polyscript import xworker  # the worker's end of PyScript's channel to the page
-    from pyscript import sync
+CALLS = ("update", "press", "restore", "touch", "watch", "rehearsal")  # what the page may call
 
-    def post(message):  # a dict, or JSON text already made
-        xworker.postMessage(MESSAGE_PREFIX + (message if isinstance(message, str) else _dumps(message)))
 
-    try:
-        worker = Worker(post)
-        for name in ("update", "press", "restore", "touch", "watch", "rehearsal"):
-            setattr(sync, name, getattr(worker, name))
-        asyncio.ensure_future(worker.render_ahead())
-    except Exception as error:
-        post({"type": "failed", "error": f"{type(error).__name__}: {error}"})
-        raise
+def serve(post):
+    """Start serving the page: ``post(text)`` sends the page one message (the worker's
+    JavaScript, ``site/static/worker.js``, prefixes it). Returns ``dispatch(name, *args)``,
+    which answers one of the page's ``CALLS``; reports ready, or raises why not."""
+    worker = Worker(lambda message: post(message if isinstance(message, str) else _dumps(message)))
+
+    def dispatch(name, *args):
+        if name not in CALLS:
+            raise ValueError(f"no call named {name!r}")
+        return getattr(worker, name)(*args)
+
+    asyncio.ensure_future(worker.render_ahead())
     # Everything alive now lives for the whole visit: out of the collector's view, so
     # collections during a render stay short.
     gc.freeze()
-    post({"type": "ready"})
+    worker.post({"type": "ready"})
+    return dispatch

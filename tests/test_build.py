@@ -41,40 +41,43 @@ def test_asset_urls_carry_a_content_hash_or_version(built):
         assert (built / url.lstrip("/")).is_file(), url
 
 
-WORKER_TAG = r'<script type="py" worker name="figures" src="([^"]+)" config="([^"]+)"></script>'
+def worker_source(built, base_url="/"):
+    html = (built / "index.html").read_text()
+    url = re.search(r'<html [^>]*data-worker="([^"]+)"', html).group(1)
+    return url, (built / url.removeprefix(base_url)).read_text()
 
 
 def test_one_python_worker_and_no_python_on_the_page_thread(built):
     html = (built / "index.html").read_text()
-    assert len(re.findall(r'<script type="py"', html)) == 1
-    bootstrap = (built / re.search(WORKER_TAG, html).group(1).lstrip("/")).read_text()
-    assert "from figures.worker import serve" in bootstrap and "serve()" in bootstrap
+    url, source = worker_source(built)
+    assert re.fullmatch(r"/assets/worker\.[0-9a-f]{12}\.js", url)
+    assert "from figures.worker import serve" in source
+    assert 'type="py"' not in html and "pyscript" not in html.lower() and not (built / "vendor/pyscript-0.7.31").exists()
     assert "pyodide.asm.wasm" not in re.sub(r'data-runtime-files="[^"]*"', "", html)  # the worker fetches it, not the page
 
 
-def test_pyscript_config_uses_local_interpreter_and_one_archive(built):
-    html = (built / "index.html").read_text()
-    config_url = re.search(WORKER_TAG, html).group(2)
-    config = json.loads((built / config_url.lstrip("/")).read_text())
-    assert config["interpreter"] == "/vendor/pyodide-314.0.7/pyodide.mjs"
-    assert "packages" not in config
-    [(archive, target)] = config["files"].items()
-    assert target == "./*" and archive.startswith("/py/playbook.") and archive.endswith(".zip")
+def test_worker_loads_the_local_interpreter_and_one_archive(built):
+    _, source = worker_source(built)
+    [pyodide] = re.findall(r'import \{ loadPyodide \} from "([^"]+)"', source)
+    assert pyodide == "../vendor/pyodide-314.0.7/pyodide.mjs"  # relative to assets/: any base URL
+    [archive] = re.findall(r'new URL\("(\.\./py/playbook\.[0-9a-f]{12}\.zip)"', source)
+    assert (built / "assets" / archive).resolve().is_file()
+    assert "__PYODIDE__" not in source and "__ARCHIVE__" not in source and "loadPackage" not in source
     for name in build.PYODIDE_FILES:
         assert (built / "vendor/pyodide-314.0.7" / name).is_file()
-    assert (built / "vendor/pyscript-0.7.31/core.js").is_file()
 
 
 def test_base_url_prefixes_every_root_absolute_path(tmp_path):
     out = build.build(tmp_path / "dist", base_url="/playbook/")
     html = (out / "index.html").read_text()
-    assert not re.search(r'(?:src|href|config)="/(?!playbook/)', html)
-    config_url = re.search(WORKER_TAG, html).group(2)
-    config = json.loads((out / config_url.removeprefix("/playbook/")).read_text())
+    assert not re.search(r'(?:src|href|data-worker)="/(?!playbook/)', html)
+    url, source = worker_source(out, "/playbook/")
+    assert url.startswith("/playbook/assets/worker.")
     checks = json.loads(html_lib.unescape(re.search(r'data-runtime-files="([^"]+)"', html).group(1)))
     assert checks and all(check["url"].startswith("/playbook/") for check in checks)
-    assert config["interpreter"].startswith("/playbook/vendor/pyodide-")
-    assert all(source.startswith("/playbook/py/") for source in config["files"])
+    # the worker names its files relative to itself: they resolve under /playbook/
+    for relative in re.findall(r'"(\.\./[^"]+)"', source):
+        assert (out / "assets" / relative).resolve().exists(), relative
     with pytest.raises(build.BuildError, match="base-url"):
         build.build(tmp_path / "x", base_url="playbook")
 
@@ -241,7 +244,8 @@ def test_the_one_inline_script_is_the_hold_flag_and_the_policy_allows_only_it(bu
     policy = html_lib.unescape(re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1))
     directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
     digest = base64.b64encode(hashlib.sha256(build.HOLD_SCRIPT.encode()).digest()).decode()
-    assert directives["script-src"].split() == ["'self'", f"'sha256-{digest}'", "'wasm-unsafe-eval'", "'unsafe-eval'"]
+    assert directives["script-src"].split() == ["'self'", f"'sha256-{digest}'", "'wasm-unsafe-eval'"]
+    assert directives["worker-src"] == "'self'"  # no blob: workers
     assert directives["connect-src"] == "'self'" and "'unsafe-inline'" not in directives["script-src"]
 
 

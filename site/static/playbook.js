@@ -1,7 +1,7 @@
 // The page's only hand-written JavaScript, and the only code that touches the DOM.
 //
-// The figures' Python runs in ONE Pyodide interpreter inside a PyScript worker
-// (figures/worker.py): this thread holds no Python, so scrolling, selecting text and
+// The figures' Python runs in ONE Pyodide interpreter inside a Web Worker
+// (worker.js, figures/worker.py): this thread holds no Python, so scrolling, selecting text and
 // clicking never wait for it. Here we bind every figure's controls, send the worker
 // what the reader did, and paint its answers: an answer is plain data (SVG text, a
 // Plotly spec, readouts, note, text alternative, the validated state).
@@ -137,15 +137,19 @@
   // ---------------------------------------------------------------------------
   // The worker
 
-  const worker = { script: null, ready: false, failed: false, calls: null };
+  const worker = { thread: null, ready: false, failed: false, calls: new Map(), nextCall: 1 };
 
+  // A call of figures/worker.py (Worker.<name>): a promise of its answer text.
   function call(name) {
     const args = Array.prototype.slice.call(arguments, 1);
     return new Promise(function (resolve, reject) {
-      const timer = setTimeout(function () { reject(new Error("no answer from the figures' worker")); }, REQUEST_TIMEOUT_MS);
-      worker.calls[name].apply(null, args).then(
-        function (value) { clearTimeout(timer); resolve(value); },
-        function (error) { clearTimeout(timer); reject(error); });
+      const id = worker.nextCall++;
+      const timer = setTimeout(function () {
+        worker.calls.delete(id);
+        reject(new Error("no answer from the figures' worker"));
+      }, REQUEST_TIMEOUT_MS);
+      worker.calls.set(id, { resolve: resolve, reject: reject, timer: timer });
+      worker.thread.postMessage({ id: id, name: name, args: args });
     });
   }
 
@@ -155,6 +159,7 @@
     if (worker.failed) return;
     worker.failed = true;
     worker.ready = false;
+    if (worker.thread) worker.thread.terminate();  // a worker stuck on a bad file stops using the CPU
     console.warn("The live figures are unavailable: " + reason);
     // Like ready, failed is a final state: said once the whole article is shown.
     revealed.then(function () {
@@ -189,9 +194,11 @@
   }
 
   function onWorkerMessage(event) {
+    if (event.data && event.data.id) return answered(event.data);
     if (typeof event.data !== "string" || !event.data.startsWith(MESSAGE_PREFIX)) return;
     const message = JSON.parse(event.data.slice(MESSAGE_PREFIX.length));
     if (message.type === "ready") started();
+    else if (message.type === "progress") progress(message.step);
     else if (message.type === "failed") fail(message.error);
     else if (message.type === "view") keepView(message.number, { number: message.number, errors: {}, view: message.view, error: null });
     else if (message.type === "aliases") message.aliases.forEach(function (pair) { keepAlias(message.number, pair[0], pair[1]); });
@@ -204,20 +211,25 @@
     }
   }
 
-  // PyScript gives the worker's <script> element an `xworker` once it has created the
-  // worker; its `sync` carries the functions figures/worker.py exposes.
+  function answered(reply) {
+    const pending = worker.calls.get(reply.id);
+    if (!pending) return;  // timed out already
+    worker.calls.delete(reply.id);
+    clearTimeout(pending.timer);
+    if ("error" in reply) pending.reject(new Error(reply.error));
+    else pending.resolve(reply.value);
+  }
+
+  // The worker (site/static/worker.js) loads Pyodide and figures/worker.py, then posts
+  // ready; a script that cannot load, or an error it does not catch, is its end.
   function connect() {
-    worker.script = document.querySelector('script[type="py"][worker]');
-    if (!worker.script) return fail("no worker script on the page");
-    (function wait() {
-      if (worker.failed) return;
-      const xworker = worker.script.xworker;
-      if (!xworker) return setTimeout(wait, 25);
-      worker.calls = xworker.sync;
-      xworker.addEventListener("message", onWorkerMessage);
-      xworker.addEventListener("error", function (event) { fail(event.message || "the worker stopped"); });
-      progress(2);
-    })();
+    try {
+      worker.thread = new Worker(root.dataset.worker, { type: "module" });
+    } catch (error) {
+      return fail("the worker could not start: " + error);
+    }
+    worker.thread.addEventListener("message", onWorkerMessage);
+    worker.thread.addEventListener("error", function (event) { fail(event.message || "the worker stopped"); });
     // A missing runtime file, or a wasm file served with the wrong type, makes Pyodide
     // hang without a word: ask the server first, so the page can say so at once.
     preflight();
@@ -941,9 +953,12 @@
 
   const figures = Array.from(document.querySelectorAll("figure[data-figure]")).map((element) => new LiveFigure(element));
   const byNumber = new Map(figures.map((figure) => [figure.number, figure]));
+  // Starting a module worker and its preflight take 5-12 ms: a task of their own, not
+  // the end of parsing's (the first task after first paint, long already), and the
+  // first after it, ahead of the reveal's.
+  setTimeout(connect, 0);
   startReveal();
   root.dataset.python = "loading";
   progress(1);
   watchVisible();
-  connect();
 })();

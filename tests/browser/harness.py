@@ -39,6 +39,10 @@ class PageSession:
         self.page.add_init_script(
             "window.__cspViolations = []; document.addEventListener('securitypolicyviolation',"
             " e => window.__cspViolations.push(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile))")
+        # Every Web Worker the page starts, for tests that check or stop it.
+        self.page.add_init_script(
+            "window.__workers = []; const PageWorker = window.Worker; window.Worker = function (url, options) {"
+            " const worker = new PageWorker(url, options); window.__workers.push(worker); return worker; };")
         self.page.on("console", self._on_console)
         self.page.on("pageerror", lambda error: self.page_errors.append(str(error)))
 
@@ -58,7 +62,7 @@ class PageSession:
     def open(self, path="/"):
         self.page.goto(self.base_url + path)
         try:
-            self.page.wait_for_function("document.documentElement.dataset.python === 'ready'", timeout=READY_TIMEOUT_MS)
+            self.page.wait_for_function("() => document.documentElement.dataset.python === 'ready'", timeout=READY_TIMEOUT_MS)
         except Exception:
             raise AssertionError("Python runtime never became ready. Console:\n" + "\n".join(self.console[-40:]))
         return self.page

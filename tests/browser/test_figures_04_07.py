@@ -85,7 +85,7 @@ def test_a_link_restores_each_figures_state(session):
         for key, value in changes.items():
             control = figure.control(key)
             shown = control.position_text(value) if hasattr(control, "position") else str(value)
-            page.wait_for_function(f"document.querySelector('#{figure.anchor} [data-control={key}]').value === '{shown}'")
+            page.wait_for_function(f"() => document.querySelector('#{figure.anchor} [data-control={key}]').value === '{shown}'")
         settle(page, figure.anchor)
         assert_shows(page, figure, state)
 

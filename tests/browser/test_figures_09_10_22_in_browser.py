@@ -81,7 +81,7 @@ def test_moves_land_in_the_url_and_a_link_restores_them(session):
     move_and_check(page, figure, state, "shard", 16)
     assert page.evaluate("location.hash") == "#" + encode_state(figure, state)
     follow_link(page, "fig-22:src=16,dst=12,rows=32,metadata=0")
-    page.wait_for_function("document.querySelector('#fig-22 [data-control=metadata]').checked === false")
+    page.wait_for_function("() => document.querySelector('#fig-22 [data-control=metadata]').checked === false")
     eleven = registry()[22]
     assert_shows(page, eleven, {**eleven.default_state(), "src": 16, "dst": 12, "rows": 32, "metadata": False})
 

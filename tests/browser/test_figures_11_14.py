@@ -116,7 +116,7 @@ def test_a_link_restores_each_figures_state(session):
         control = figure.control(key)
         position = control.position_text(value) if hasattr(control, "position") else value
         page.wait_for_function(
-            f"document.querySelector('#{figure.anchor} [data-control={key}]').value === '{position}'")
+            f"() => document.querySelector('#{figure.anchor} [data-control={key}]').value === '{position}'")
         settle(page, figure.anchor)
         assert read_state(page, figure) == state
         assert_shows(page, figure, state)

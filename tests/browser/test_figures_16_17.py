@@ -57,7 +57,7 @@ def test_figure_16_train_button_runs_the_collapse(session):
 def test_figure_16_link_restores_a_collapsed_router(session):
     page = session.page
     follow_link(page, "fig-16:alpha=0,step=20,cf=none")
-    page.wait_for_function("document.querySelector('#fig-16 [data-control=cf]').value === 'none'")
+    page.wait_for_function("() => document.querySelector('#fig-16 [data-control=cf]').value === 'none'")
     settle(page, "fig-16")
     state = FIG16.validate_state({**FIG16.default_state(), "alpha": 0, "step": 20, "cf": "none"})
     assert_shows(page, FIG16, state)
@@ -123,7 +123,7 @@ def test_figure_17_link_restores_a_state(session):
     page = session.page
     state = FIG17.validate_state({**FIG17.default_state(), "order": "dp-tp-cp-pp", "rank": 13, "axis": "dp"})
     follow_link(page, encode_state(FIG17, state))
-    page.wait_for_function("document.querySelector('#fig-17 [data-control=order]').value === 'dp-tp-cp-pp'")
+    page.wait_for_function("() => document.querySelector('#fig-17 [data-control=order]').value === 'dp-tp-cp-pp'")
     settle(page, "fig-17")
     assert_shows(page, FIG17, state)
     assert "Flagged" in page.text_content("#fig-17 [data-role=note]")

@@ -63,7 +63,7 @@ def test_fig20_play_steps_the_frames_and_pause_stops_them(session):
     set_control(page, figure, "phase", 0)
     set_control(page, figure, "playing", True)
     try:
-        advanced = page.wait_for_function("document.querySelector('#fig-20 [data-control=phase]').value !== '0'",
+        advanced = page.wait_for_function("() => document.querySelector('#fig-20 [data-control=phase]').value !== '0'",
                                           timeout=6_000) is not None
     except Exception:
         advanced = False
@@ -96,12 +96,12 @@ def test_fig20_clicking_a_panel_enlarges_it(session):
 def test_links_restore_states_of_figures_19_and_20(session):
     page = session.page
     follow_link(page, "fig-19:params=1700000000,seq=131072")
-    page.wait_for_function("document.querySelector('#fig-19 [data-control=seq]').value === '8'")
+    page.wait_for_function("() => document.querySelector('#fig-19 [data-control=seq]').value === '8'")
     nineteen = registry()[19]
     assert_shows(page, nineteen, {**nineteen.default_state(), "params": 1_700_000_000, "seq": 131072})
     assert readouts(page, "fig-19")["recommended_axis"]["value"] == "cp"
     follow_link(page, "fig-20:phase=3,focus=pp,devices=2")
-    page.wait_for_function("document.querySelector('#fig-20 [data-control=focus]').value === 'pp'")
+    page.wait_for_function("() => document.querySelector('#fig-20 [data-control=focus]').value === 'pp'")
     twenty = registry()[20]
     assert_shows(page, twenty, {"phase": 3, "focus": "pp", "devices": 2, "playing": False})
 

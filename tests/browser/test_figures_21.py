@@ -81,7 +81,7 @@ def test_bad_text_stays_next_to_its_field_and_the_figure_keeps_its_plan(session)
     page = session.page
     before = readouts(page, ANCHOR)
     page.fill(f"#{ANCHOR} [data-control=gpus]", "eight")
-    page.wait_for_function(f"document.querySelector('#{ANCHOR} [data-role=field-error][data-for=gpus]').textContent !== ''")
+    page.wait_for_function(f"() => document.querySelector('#{ANCHOR} [data-role=field-error][data-for=gpus]').textContent !== ''")
     settle(page, ANCHOR)
     assert "not a number" in page.text_content(f"#{ANCHOR} [data-role=field-error][data-for=gpus]")
     assert page.get_attribute(f"#{ANCHOR} [data-control=gpus]", "aria-invalid") == "true"
@@ -105,7 +105,7 @@ def test_a_link_restores_a_lab_state(session):
     state = FIGURE.validate_state({**FIGURE.default_state(), "model": "llama3-8b", "cluster": "dgx-h100", "gpus": 8,
                                    "batch": 32, "tp": 2})
     follow_link(page, encode_state(FIGURE, state))
-    page.wait_for_function(f"document.querySelector('#{ANCHOR} [data-control=model]').value === 'llama3-8b'")
+    page.wait_for_function(f"() => document.querySelector('#{ANCHOR} [data-control=model]').value === 'llama3-8b'")
     settle(page, ANCHOR)
     assert read_state(page, FIGURE) == state
     assert_shows(page, FIGURE, state)

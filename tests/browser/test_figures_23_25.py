@@ -87,7 +87,7 @@ def test_figure_25_drawing_another_step_changes_the_seed_and_the_sample(session)
 def test_a_link_restores_a_hang(session):
     page = session.page
     follow_link(page, "fig-24:fault=dead_rank,timeout_s=60,at_s=600")
-    page.wait_for_function("document.querySelector('#fig-24 [data-control=fault]').value === 'dead_rank'")
+    page.wait_for_function("() => document.querySelector('#fig-24 [data-control=fault]').value === 'dead_rank'")
     state = {"fault": "dead_rank", "timeout_s": 60, "at_s": 600}
     assert_shows(page, FIG24, state)
     assert readouts(page, FIG24.anchor)["detected_after_s"]["value"] == 60

@@ -86,7 +86,7 @@ def test_moving_a_control_puts_the_state_in_the_url(session):
 def test_in_page_link_with_state_restores_it(session):
     page, figure = session.page, registry()[8]
     follow_link(page, "fig-08:params=70000000000,N=16,stage=2")
-    page.wait_for_function("document.querySelector('#fig-08 [data-control=stage]').value === '2'")
+    page.wait_for_function("() => document.querySelector('#fig-08 [data-control=stage]').value === '2'")
     assert_shows(page, figure, {"params": 70_000_000_000, "N": 16, "stage": 2, "optimizer": "adam_mixed"})
 
 
@@ -109,7 +109,7 @@ def test_a_chart_in_view_rehearses_its_redraw_and_still_shows_its_own_state(sess
     page, figure = session.page, registry()[8]
     page.mouse.move(0, 0)  # a chart under the pointer is not rehearsed (its hover label would drop)
     page.evaluate("document.getElementById('fig-08').scrollIntoView()")
-    page.wait_for_function("document.getElementById('fig-08').dataset.rehearsed === '4'", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('fig-08').dataset.rehearsed === '4'", timeout=30_000)
     state = read_state(page, figure)
     [bars] = figure.render(state).plot["data"]
     drawn = page.eval_on_selector("#fig-08 .js-plotly-plot", "p => JSON.stringify([p.data[0].y, p.data[0].base, p.data[0].text])")
@@ -170,7 +170,7 @@ def test_page_is_complete_when_python_cannot_start(browser, base_url):
     try:
         page = session.page
         page.goto(base_url + "/")
-        page.wait_for_function("document.documentElement.dataset.python === 'failed'", timeout=30_000)
+        page.wait_for_function("() => document.documentElement.dataset.python === 'failed'", timeout=30_000)
         assert page.is_visible(".python-status-failed")
         statuses = page.eval_on_selector_all(
             "figure[data-figure]", "fs => fs.map(f => [f.dataset.state, f.querySelector('[data-role=status]').textContent,"

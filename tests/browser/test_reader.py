@@ -42,7 +42,7 @@ def show_every_figure(page):
     for number in sorted(registry()):
         page.evaluate(f"document.getElementById('fig-{number:02d}').scrollIntoView()")
         page.wait_for_timeout(150)
-    page.wait_for_function("[...document.querySelectorAll('[data-role=plot]')].every(p => p.classList.contains('js-plotly-plot'))",
+    page.wait_for_function("() => [...document.querySelectorAll('[data-role=plot]')].every(p => p.classList.contains('js-plotly-plot'))",
                            timeout=90_000)
     page.evaluate("window.scrollTo(0, 0)")
 
@@ -206,7 +206,7 @@ def test_copy_link_carries_the_figure_state(browser, base_url):
         page = session.open("/")
         set_control(page, FIFTEEN, "m", 16)
         page.click("#fig-15 [data-role=copy-link]")
-        page.wait_for_function("document.querySelector('#fig-15 [data-role=copy-link]').hasAttribute('data-copied')")
+        page.wait_for_function("() => document.querySelector('#fig-15 [data-role=copy-link]').hasAttribute('data-copied')")
         state = read_state(page, FIFTEEN)
         assert page.evaluate("navigator.clipboard.readText()") == f"{base_url}/#{encode_state(FIFTEEN, state)}"
     finally:
@@ -238,12 +238,12 @@ def test_after_one_visit_the_site_works_offline_and_a_new_build_replaces_the_cac
     session = PageSession(browser, served.base)
     try:
         page = session.open("/")
-        page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=60_000)
+        page.wait_for_function("() => navigator.serviceWorker.controller !== null", timeout=60_000)
         first = page.evaluate("caches.keys()")
         assert len(first) == 1 and first[0].startswith("playbook-")
         session.context.set_offline(True)
         page.reload()
-        page.wait_for_function("document.documentElement.dataset.python === 'ready'", timeout=90_000)
+        page.wait_for_function("() => document.documentElement.dataset.python === 'ready'", timeout=90_000)
         set_control(page, FIFTEEN, "P", 8)
         assert page.get_attribute("#fig-15", "data-state") == "live"
         assert read_state(page, FIFTEEN)["P"] == 8
@@ -257,7 +257,7 @@ def test_after_one_visit_the_site_works_offline_and_a_new_build_replaces_the_cac
         build.write_service_worker(second)
         served.root = second
         page.reload()
-        page.wait_for_function(f"caches.keys().then(k => k.length === 1 && k[0] !== {json.dumps(first[0])})", timeout=60_000)
+        page.wait_for_function(f"() => caches.keys().then(k => k.length === 1 && k[0] !== {json.dumps(first[0])})", timeout=60_000)
         page.reload()
         assert "second build" in page.text_content("footer")
     finally:

@@ -113,7 +113,7 @@ def test_if_playbook_js_never_runs_the_hold_lets_go_by_itself(browser, base_url)
     with page_without_playbook_js(browser, base_url) as page:
         assert not page.is_visible("#fig-25")
         page.clock.run_for(build.HOLD_FALLBACK_MS + 100)
-        page.wait_for_function("!document.documentElement.hasAttribute('data-hold')")
+        page.wait_for_function("() => !document.documentElement.hasAttribute('data-hold')")
         assert page.is_visible("#fig-25 [data-role=view] svg")
         assert page.evaluate(EVERY_BLOCK_LAID_OUT)
 
