@@ -32,6 +32,10 @@ self.onmessage = function (event) {
 
 async function start() {
   say({ type: "progress", step: 2 });
+  // Pyodide swallows a WebAssembly compile that fails (under a policy without
+  // 'wasm-unsafe-eval') and then waits for ever: compile the smallest module first, so
+  // the page hears why instead.
+  await WebAssembly.compile(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]));
   const archive = fetch(ARCHIVE).then(function (response) {
     if (!response.ok) throw new Error(ARCHIVE + " answered " + response.status);
     return response.arrayBuffer();

@@ -279,3 +279,24 @@ def test_the_policy_sent_as_a_header_on_every_file_still_lets_the_worker_run(bro
         assert session.console_errors == [] and session.page_errors == [] and session.blocked == []
     finally:
         session.close()
+
+
+def test_a_policy_that_forbids_webassembly_is_reported_at_once(browser, base_url):
+    """Pyodide waits for ever when its WebAssembly may not compile: the worker checks
+    first, and the page says the live figures are unavailable (and why)."""
+    import build
+
+    policy = build.CONTENT_SECURITY_POLICY.replace(" 'wasm-unsafe-eval'", "")
+
+    def with_policy(route):
+        response = route.fetch()
+        route.fulfill(response=response, headers={**response.headers, "content-security-policy": policy})
+    session = PageSession(browser, base_url, routes={"**/*": with_policy})
+    try:
+        page = session.page
+        page.goto(base_url + "/")
+        page.wait_for_function("() => document.documentElement.dataset.python === 'failed'", timeout=20_000)
+        assert any("unavailable" in line and "WebAssembly" in line for line in session.console), session.console[-5:]
+        assert page.get_attribute("#fig-15", "data-state") == "static"
+    finally:
+        session.close()
