@@ -19,7 +19,7 @@ up to ``VIEW_CACHE_SIZE`` per figure). While no call is waiting, the worker rend
 ahead the states one control change away from where the reader is (first the figure
 last touched, then those in view), one state per event-loop turn and only after a
 pause in the page's calls, so a call rarely waits behind a render. During a drag it
-renders one state at once: the next one along the drag (same slider, same stride).
+renders at once the next states along the drag (same slider: one and two strides on).
 
 Each view rendered ahead is posted to the page with its *readings key*: the control
 readings that select exactly that state. The page keeps these views, and when the
@@ -70,7 +70,7 @@ class FigureSession:
         self.ahead = 0  # how many: each sent to the page, or found there
         self.center = None  # the state the upcoming list was planned around
         self.last = None  # the state the reader was last at (to tell a drag's direction)
-        self.predicted = None  # the (raw, valid) move next along the reader's drag, to render first
+        self.predicted = []  # the (raw, valid) moves next along the reader's drag, to render first
         self.sent = set()  # state keys whose views the page has been sent
         self.aliased = set()  # unvalidated state keys the page has been sent an alias for
 
@@ -186,40 +186,42 @@ class FigureSession:
         previous, self.last = self.last, state
         if not self.figure.render_ahead:
             return
-        self.predicted = self.next_along_drag(previous, state, raw)
+        self.predicted = self.moves_along_drag(previous, state, raw)
         if self.center is not None and _state_key(self.center) == _state_key(state):
             return
         self.center = state
         self.upcoming, self.ahead = None, 0
 
-    def next_along_drag(self, previous, state, raw=None):
-        """The move one more stride along the slider that moved from ``previous`` to
-        ``state``, as ``(raw, valid)`` (``nearby_moves``), or one stride back if that
-        slider is at the end of its range; None unless exactly one slider moved.
-        ``raw``: the values the controls read before validation, when known: a slider
-        moved past what the state allows (clamped back, or shrinking another degree) is
-        still seen as the one moved, with its stride."""
+    def moves_along_drag(self, previous, state, raw=None):
+        """The moves the reader's drag makes next, as ``(raw, valid)`` (``nearby_moves``):
+        along the slider that moved from ``previous`` to ``state``, one stride on and then
+        two, so the page holds the next view while the one after is drawn. After a jump
+        of more than two stops (a click on the track), one stop on comes first, then one
+        stride. At the end of its range, the way back. Empty unless exactly one slider
+        moved. ``raw``: the values the controls read before validation, when known: a
+        slider moved past what the state allows (clamped back, or shrinking another
+        degree) is still seen as the one moved, with its stride."""
         if previous is None:
-            return None
+            return []
         sliders = {c.key for c in self.figure.stateful_controls if isinstance(c, Slider)}
         raw = {**state, **{key: value for key, value in (raw or {}).items() if key in sliders}}
         moved = [c for c in self.figure.stateful_controls
                  if previous[c.key] != (raw if c.key in sliders else state)[c.key]]
         if len(moved) != 1 or not isinstance(moved[0], Slider):
-            return None
+            return []
         key, values = moved[0].key, moved[0].values
         if previous[key] not in values or raw[key] not in values:
-            return None
-        here = values.index(raw[key])
-        there = 2 * here - values.index(previous[key])
-        if not 0 <= there < len(values):  # at the end of its range the drag can only come back,
-            there = values.index(previous[key])  # to a state validation may have moved since
-        ahead = {**state, key: values[there]}
-        return ahead, self.figure.validate_state(ahead)
+            return []
+        here, before = values.index(raw[key]), values.index(previous[key])
+        stride = here - before
+        steps = (here + (1 if stride > 0 else -1), here + stride) if abs(stride) > 2 else (here + stride, here + 2 * stride)
+        # at the end of its range the drag can only come back, to a state validation may have moved since
+        targets = [i for i in steps if 0 <= i < len(values)] or [before]
+        return [(ahead, self.figure.validate_state(ahead)) for ahead in ({**state, key: values[i]} for i in targets)]
 
     @property
     def has_upcoming(self):
-        return self.predicted is not None or self.upcoming != ()
+        return bool(self.predicted) or self.upcoming != ()
 
     def send(self, state):
         """The view of ``state`` (rendered now if need be) for the page to keep: its JSON,
@@ -246,15 +248,16 @@ class FigureSession:
         return [key, of] if key and of and key != of else None
 
     def render_one_ahead(self):
-        """One turn of rendering ahead: the move next along a drag, else the nearest move
+        """One turn of rendering ahead: a move next along a drag, else the nearest move
         not yet sent to the page. Returns ``(view JSON or None, aliases)`` to post; aliases
         (``alias``) name readings that select a state the page holds already.
         ``has_upcoming`` turns False when no move is left."""
         aliases = []
-        if self.predicted is not None:
-            (raw, valid), self.predicted = self.predicted, None
+        while self.predicted:
+            raw, valid = self.predicted.pop(0)
             view, alias = self.send(valid), self.alias(raw, valid)
-            return view, [alias] if alias else []
+            if view is not None or alias:
+                return view, [alias] if alias else []
         if self.upcoming is None:
             moves = nearby_moves(self.figure, self.center, AHEAD_LIMIT)  # validated as they are drawn
             if _state_key(self.center) not in self.sent:  # the page's drawing of it is the baked one
@@ -390,7 +393,7 @@ class Worker:
         """The figure last touched, if the state next along the reader's drag is due."""
         if self.touched:
             session = self.sessions[self.touched[-1]]
-            if session.predicted is not None:
+            if session.predicted:
                 return session
         return None
 

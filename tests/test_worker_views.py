@@ -67,12 +67,13 @@ def test_a_drag_renders_the_next_state_along_it_first():
         state = {**fifteen.default_state(), "m": values[index]}
         worker.update(15, json.dumps(page_readings(fifteen, state)), "{}", "")
     session = worker.sessions[15]
-    ahead = {**fifteen.default_state(), "m": values[start + 4]}
-    assert session.predicted == (ahead, ahead)
-    view, aliases = session.render_one_ahead()
-    view = json.loads(view)
-    assert view["state"]["m"] == values[start + 4] and view["key"] and aliases == []
-    assert session.predicted is None
+    ahead = [{**fifteen.default_state(), "m": values[start + stride]} for stride in (4, 6)]  # one and two strides on
+    assert session.predicted == [(state, state) for state in ahead]
+    for state in ahead:
+        view, aliases = session.render_one_ahead()
+        view = json.loads(view)
+        assert view["state"] == state and view["key"] and aliases == []
+    assert session.predicted == []
     view, _ = session.render_one_ahead()  # then the states nearby, nearest first
     assert json.loads(view)["state"] == nearby_states(fifteen, session.center, 1)[0]
 
@@ -91,10 +92,12 @@ def test_a_drag_past_what_the_state_allows_is_still_followed_and_its_readings_al
         answer = json.loads(worker.update(1, json.dumps(page_readings(one, raw)), "{}", ""))
     assert answer["view"]["state"] == last
     session = worker.sessions[1]
-    assert session.predicted == ({**default, "rank": 17}, last)
+    assert session.predicted == [({**default, "rank": 17}, last), ({**default, "rank": 18}, last)]
     view, aliases = session.render_one_ahead()
     assert view is None  # the page has rank 15's view: it was the answer
     assert aliases == [[page_key(page_readings(one, {**default, "rank": 17})), answer["view"]["key"]]]
+    view, aliases = session.render_one_ahead()  # each alias in a turn of its own
+    assert view is None and aliases == [[page_key(page_readings(one, {**default, "rank": 18})), answer["view"]["key"]]]
 
 
 def test_a_degree_that_shrinks_another_keeps_the_drag_on_the_slider_moved():
@@ -110,8 +113,9 @@ def test_a_degree_that_shrinks_another_keeps_the_drag_on_the_slider_moved():
         readings = page_readings(mesh, {**(shown or default), "cp": cp})
         shown = json.loads(worker.update(17, json.dumps(readings), "{}", ""))["view"]["state"]
     assert (shown["cp"], shown["dp"]) == (16, 4)
-    raw, valid = worker.sessions[17].predicted
+    (raw, valid), (raw2, valid2) = worker.sessions[17].predicted
     assert (raw["cp"], raw["dp"]) == (32, 4) and (valid["cp"], valid["dp"]) == (32, 2)
+    assert (raw2["cp"], raw2["dp"]) == (64, 4) and (valid2["cp"], valid2["dp"]) == (64, 1)
     view, aliases = worker.sessions[17].render_one_ahead()
     assert json.loads(view)["state"] == valid
     assert aliases == [[page_key(page_readings(mesh, raw)), json.loads(view)["key"]]]
@@ -139,6 +143,18 @@ def test_render_ahead_aliases_the_readings_that_select_a_state_already_sent():
         assert errors == {} and session.readings_key(state) == of
 
 
+def test_after_a_jump_one_stop_on_comes_first_then_one_stride():
+    """A click on the track jumps several stops; a drag from there goes on one stop at a
+    time, or keeps the stride: both are rendered, the single stop first."""
+    fifteen = registry()[15]
+    session = FigureSession(fifteen)
+    values, default = fifteen.control("m").values, fifteen.default_state()
+    start = values.index(default["m"])
+    jumped = {**default, "m": values[start - 3]}
+    assert [raw for raw, _ in session.moves_along_drag(default, jumped)] == [
+        {**default, "m": values[start - 4]}, {**default, "m": values[start - 6]}]
+
+
 def test_no_prediction_when_two_controls_changed_and_the_way_back_at_the_end_of_the_range():
     fifteen = registry()[15]
     session = FigureSession(fifteen)
@@ -146,10 +162,12 @@ def test_no_prediction_when_two_controls_changed_and_the_way_back_at_the_end_of_
     m_values, p_values = fifteen.control("m").values, fifteen.control("P").values
     other_m = m_values[(m_values.index(default["m"]) + 1) % len(m_values)]
     other_p = p_values[(p_values.index(default["P"]) + 1) % len(p_values)]
-    assert session.next_along_drag(default, {**default, "m": other_m, "P": other_p}) is None
+    assert session.moves_along_drag(default, {**default, "m": other_m, "P": other_p}) == []
     at_end = {**default, "m": m_values[-1]}
     back = {**default, "m": m_values[-2]}
-    assert session.next_along_drag(back, at_end) == (back, back)
+    assert session.moves_along_drag(back, at_end) == [(back, back)]
+    # two strides on is past the end: one stride only
+    assert session.moves_along_drag({**default, "m": m_values[-3]}, back) == [(at_end, at_end)]
 
 
 def test_at_the_end_of_a_range_the_way_back_is_from_the_state_validation_made():
@@ -161,7 +179,7 @@ def test_at_the_end_of_a_range_the_way_back_is_from_the_state_validation_made():
     at_end = mesh.validate_state({**before, "cp": 64})
     assert (before["dp"], at_end["dp"]) == (2, 1)
     readings = {**before, "cp": 64}  # what the controls read: DP's slider still at 2
-    raw, valid = session.next_along_drag(before, at_end, readings)
+    [(raw, valid)] = session.moves_along_drag(before, at_end, readings)
     assert raw == valid == {**at_end, "cp": 32}
 
 
