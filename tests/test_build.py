@@ -63,6 +63,9 @@ def test_worker_loads_the_local_interpreter_and_one_archive(built):
     [archive] = re.findall(r'new URL\("(\.\./py/playbook\.[0-9a-f]{12}\.zip)"', source)
     assert (built / "assets" / archive).resolve().is_file()
     assert "__PYODIDE__" not in source and "__ARCHIVE__" not in source and "loadPackage" not in source
+    # it fetches what loadPyodide will (while the page shows its article), no more, no less
+    prefetched = json.loads(re.search(r"const PYODIDE_FILES = (\[[^\]]*\]);", source).group(1))
+    assert sorted(prefetched) == sorted(set(build.PYODIDE_FILES) - {"pyodide.mjs"})
     for name in build.PYODIDE_FILES:
         assert (built / "vendor/pyodide-314.0.7" / name).is_file()
 

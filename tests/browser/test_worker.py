@@ -300,3 +300,22 @@ def test_a_policy_that_forbids_webassembly_is_reported_at_once(browser, base_url
         assert page.get_attribute("#fig-15", "data-state") == "static"
     finally:
         session.close()
+
+
+def test_python_starts_only_once_the_article_is_shown(browser, base_url):
+    """Python's start keeps every core busy for seconds; the page shows its held article
+    first, so no block waits on it (the worker fetches its files meanwhile)."""
+    session = PageSession(browser, base_url)
+    session.page.add_init_script("""document.addEventListener('DOMContentLoaded', () => {
+      const bar = document.querySelector('[data-role=python-progress]');
+      window.__heldWhenPythonStarted = null;
+      new MutationObserver(() => {
+        if (Number(bar.value) >= 2 && window.__heldWhenPythonStarted === null)
+          window.__heldWhenPythonStarted = document.querySelectorAll('.chapter[data-held] > :not([data-shown])').length;
+      }).observe(bar, {attributes: true});
+    })""")
+    try:
+        page = session.open("/")
+        assert page.evaluate("window.__heldWhenPythonStarted") == 0
+    finally:
+        session.close()
