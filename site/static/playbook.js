@@ -1,7 +1,7 @@
 // The page's only hand-written JavaScript, and the only code that touches the DOM.
 //
-// The figures' Python runs in ONE Pyodide interpreter inside a Web Worker
-// (worker.js, figures/worker.py): this thread holds no Python, so scrolling, selecting text and
+// The figures' Python runs in ONE Pyodide interpreter inside a Web Worker (worker.js,
+// figures/worker.py): this thread holds no Python, so scrolling, selecting text and
 // clicking never wait for it. Here we bind every figure's controls, send the worker
 // what the reader did, and paint its answers: an answer is plain data (SVG text, a
 // Plotly spec, readouts, note, text alternative, the validated state).
@@ -966,8 +966,7 @@
   const figures = Array.from(document.querySelectorAll("figure[data-figure]")).map((element) => new LiveFigure(element));
   const byNumber = new Map(figures.map((figure) => [figure.number, figure]));
   // Starting a module worker and its preflight take 5-12 ms: a task of their own, not
-  // the end of parsing's (the first task after first paint, long already), and the
-  // first after it, ahead of the reveal's.
+  // the end of parsing's (the first task after first paint, long already).
   setTimeout(connect, 0);
   startReveal();
   root.dataset.python = "loading";
