@@ -319,3 +319,29 @@ def test_python_starts_only_once_the_article_is_shown(browser, base_url):
         assert page.evaluate("window.__heldWhenPythonStarted") == 0
     finally:
         session.close()
+
+
+def test_in_a_hidden_tab_python_starts_at_once(browser, base_url):
+    """Nobody is looking at a background tab, so nothing there can stall: the page lets
+    Python start without waiting for its article to be shown."""
+    session = PageSession(browser, base_url)
+    session.page.add_init_script("""
+      Object.defineProperty(document, 'hidden', {get: () => true});
+      Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'});
+      window.__heldAtStart = null;
+      const Started = window.Worker;
+      window.Worker = function (url, options) {
+        const worker = new Started(url, options);
+        const post = worker.postMessage.bind(worker);
+        worker.postMessage = function (message) {
+          if (message && message.start && window.__heldAtStart === null)
+            window.__heldAtStart = document.querySelectorAll('.chapter[data-held] > :not([data-shown])').length;
+          return post(message);
+        };
+        return worker;
+      };""")
+    try:
+        page = session.open("/")
+        assert page.evaluate("window.__heldAtStart") > 0
+    finally:
+        session.close()
