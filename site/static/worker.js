@@ -3,8 +3,8 @@
 // headers. build.py writes the two URLs below (relative to this file) into the copy it
 // serves.
 //
-// Page -> worker: {start: true}, once: Python may start now (see `start`); then
-// {id, name, args}, a call of figures/worker.py (`Worker.<name>`).
+// Page -> worker: {start: true}: Python may start now (see `start`; a second one does
+// nothing); then {id, name, args}, a call of figures/worker.py (`Worker.<name>`).
 // Worker -> page: {id, value} or {id, error}, the call's answer; and "playbook:<json>"
 // text, what figures/worker.py posts on its own (views rendered ahead, ready, failed)
 // and the start-up progress below.
