@@ -446,8 +446,8 @@ CALLS = ("update", "press", "restore", "touch", "watch", "rehearsal")  # what th
 
 
 def serve(post):
-    """Start serving the page: ``post(text)`` sends the page one message (the worker's
-    JavaScript, ``site/static/worker.js``, prefixes it). Returns ``dispatch(name, *args)``,
+    """Start serving the page: ``post(text)`` sends the page one message, JSON text
+    (``site/static/worker.js`` passes it on). Returns ``dispatch(name, *args)``,
     which answers one of the page's ``CALLS``; reports ready, or raises why not."""
     worker = Worker(lambda message: post(message if isinstance(message, str) else _dumps(message)))
 

@@ -20,7 +20,6 @@
   const REQUEST_TIMEOUT_MS = 10000;  // a call unanswered this long: the worker is gone
   const SLOW_START_MS = 45000;  // say "still loading" after this long
   const REHEARSALS = 4;  // idle-time chart redraws that compile plotly's update path
-  const MESSAGE_PREFIX = "playbook:";
   const VIEWS_KEPT = 1024;  // views ahead kept for all figures together (~12 KB each)
   const ALIASES_KEPT = 4096;  // readings keys that select another key's state (~200 B each)
 
@@ -194,9 +193,9 @@
   }
 
   function onWorkerMessage(event) {
-    if (event.data && event.data.id) return answered(event.data);
-    if (typeof event.data !== "string" || !event.data.startsWith(MESSAGE_PREFIX)) return;
-    const message = JSON.parse(event.data.slice(MESSAGE_PREFIX.length));
+    // JSON text: what the worker says on its own; an object: the answer to a call
+    if (typeof event.data !== "string") return answered(event.data);
+    const message = JSON.parse(event.data);
     if (message.type === "ready") started();
     else if (message.type === "progress") progress(message.step);
     else if (message.type === "failed") fail(message.error);

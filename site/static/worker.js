@@ -5,19 +5,18 @@
 //
 // Page -> worker: {start: true}: Python may start now (see `start`; a second one does
 // nothing); then {id, name, args}, a call of figures/worker.py (`Worker.<name>`).
-// Worker -> page: {id, value} or {id, error}, the call's answer; and "playbook:<json>"
-// text, what figures/worker.py posts on its own (views rendered ahead, ready, failed)
-// and the start-up progress below.
+// Worker -> page: {id, value} or {id, error}, the call's answer; and JSON text, what
+// figures/worker.py posts on its own (views rendered ahead, ready, failed) and the
+// start-up progress below.
 import { loadPyodide } from "__PYODIDE__/pyodide.mjs";
 
 const PYODIDE = new URL("__PYODIDE__/", import.meta.url).href;
 // What loadPyodide fetches (build.py PYODIDE_FILES, less pyodide.mjs, imported above).
 const PYODIDE_FILES = ["pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
 const ARCHIVE = new URL("__ARCHIVE__", import.meta.url).href;  // figures/ and models/, one zip
-const PREFIX = "playbook:";
 
 function say(message) {
-  postMessage(PREFIX + JSON.stringify(message));
+  postMessage(JSON.stringify(message));
 }
 
 let dispatch = null;  // figures.worker.serve's answer: dispatch(name, ...args) -> text
@@ -64,7 +63,7 @@ async function start() {
   pyodide.unpackArchive(await archive, "zip");
   // An import error must reach the page as "failed", not leave it waiting in silence.
   const serve = pyodide.runPython("from figures.worker import serve\nserve");
-  dispatch = serve(function (text) { postMessage(PREFIX + text); });
+  dispatch = serve(function (text) { postMessage(text); });
 }
 
 start().catch(function (error) {
