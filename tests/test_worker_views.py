@@ -1,14 +1,17 @@
 """The worker's Python, in CPython: readings keys, drag prediction, and the views it
 posts ahead to the page (figures/worker.py; the page side: tests/browser/test_worker.py)."""
 import asyncio
+import gc
 import json
+import re
 import threading
+from pathlib import Path
 
 import pytest
 
 from figures import registry
 from figures.contract import Number, Slider, Toggle, nearby_states
-from figures.worker import FigureSession, Worker
+from figures.worker import CALLS, FigureSession, Worker, serve
 
 FIGURES = sorted(registry().values(), key=lambda f: f.number)
 
@@ -256,3 +259,28 @@ def test_a_fractional_sliders_every_value_has_the_key_the_page_reads(figure):
             readings = dict(json.loads(session.readings_key(state) or "[]"))
             assert readings[control.key] == ("%.15g" % value if isinstance(value, float) else str(value)), (control.key, value)
 
+
+
+def test_serve_posts_ready_and_dispatches_only_the_pages_calls():
+    """What worker.js gets from ``serve``: ready is posted as JSON text, the page's calls
+    are answered, and a name outside ``CALLS`` (a method the page must not reach) is
+    refused."""
+    posted = []
+
+    async def session():
+        dispatch = serve(posted.append)
+        answer = json.loads(dispatch("update", 15, json.dumps({}), "{}", ""))
+        with pytest.raises(ValueError, match="no call named"):
+            dispatch("load_next")
+        return answer
+
+    try:
+        answer = asyncio.run(session())
+    finally:
+        gc.unfreeze()  # serve freezes what lives for the whole visit
+    assert posted and all(isinstance(message, str) for message in posted)
+    assert json.loads(posted[0]) == {"type": "ready"}
+    assert answer["number"] == 15 and answer["view"]["state"] == registry()[15].default_state()
+    # every call the page makes is one the worker answers
+    page_calls = set(re.findall(r'\bcall\("(\w+)"', (Path(__file__).parents[1] / "site/static/playbook.js").read_text()))
+    assert page_calls and page_calls <= set(CALLS) and all(callable(getattr(Worker, name)) for name in CALLS)

@@ -39,10 +39,15 @@ class PageSession:
         self.page.add_init_script(
             "window.__cspViolations = []; document.addEventListener('securitypolicyviolation',"
             " e => window.__cspViolations.push(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile))")
-        # Every Web Worker the page starts, for tests that check or stop it.
+        # Every Web Worker the page starts, for tests that check or stop it; a test may set
+        # window.__onWorkerPost to see each message the page posts to one.
         self.page.add_init_script(
             "window.__workers = []; const PageWorker = window.Worker; window.Worker = function (url, options) {"
-            " const worker = new PageWorker(url, options); window.__workers.push(worker); return worker; };")
+            " const worker = new PageWorker(url, options); window.__workers.push(worker);"
+            " const post = worker.postMessage.bind(worker);"
+            " worker.postMessage = function (message) { if (window.__onWorkerPost) window.__onWorkerPost(message);"
+            " return post(message); };"
+            " return worker; };")
         self.page.on("console", self._on_console)
         self.page.on("pageerror", lambda error: self.page_errors.append(str(error)))
 

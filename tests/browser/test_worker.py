@@ -329,16 +329,9 @@ def test_in_a_hidden_tab_python_starts_at_once(browser, base_url):
       Object.defineProperty(document, 'hidden', {get: () => true});
       Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'});
       window.__heldAtStart = null;
-      const Started = window.Worker;
-      window.Worker = function (url, options) {
-        const worker = new Started(url, options);
-        const post = worker.postMessage.bind(worker);
-        worker.postMessage = function (message) {
-          if (message && message.start && window.__heldAtStart === null)
-            window.__heldAtStart = document.querySelectorAll('.chapter[data-held] > :not([data-shown])').length;
-          return post(message);
-        };
-        return worker;
+      window.__onWorkerPost = message => {
+        if (message && message.start && window.__heldAtStart === null)
+          window.__heldAtStart = document.querySelectorAll('.chapter[data-held] > :not([data-shown])').length;
       };""")
     try:
         page = session.open("/")
