@@ -8,8 +8,9 @@
 The page is rendered from ``site/content/*.md`` (markdown + directives) with Jinja2
 templates. Every figure is rendered once here, in CPython, with the same ``render`` the
 browser runs later, so the page is complete before Python boots. The browser runtime
-(Pyodide, PyScript, plotly.js) is copied from ``node_modules``; our own Python reaches
-the browser as one zip archive. Output is deterministic: same inputs, same bytes.
+(Pyodide, plotly.js) is copied from ``node_modules``, the worker that runs Pyodide from
+``site/static/worker.js``; our own Python reaches the browser as one zip archive.
+Output is deterministic: same inputs, same bytes.
 """
 import argparse
 import base64
@@ -46,7 +47,6 @@ PYTHON_PACKAGES = ("models", "figures")
 
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 PLOTLY_PACKAGE = "plotly.js-cartesian-dist-min"
-# What PyScript 0.7.31's core.js imports on every page (seen in the browser's network log).
 PLOTLY_FILE = "plotly-cartesian.min.js"
 
 MIME_TYPES = {
