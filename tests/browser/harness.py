@@ -1,4 +1,8 @@
-"""Driving the built site in Debian's Chromium: shared by the browser tests and bench/."""
+"""Driving the built site in Debian's Chromium: shared by the browser tests and bench/.
+
+Give ``page.wait_for_function`` a function (``"() => ..."``), never a bare expression:
+Playwright evaluates an expression with ``eval`` inside the page, which the page's
+policy (no ``'unsafe-eval'``) refuses."""
 import os
 import shutil
 from pathlib import Path
