@@ -70,6 +70,12 @@ MIME_TYPES = {
 # itself: that restyles the whole page, 60-110 ms.)
 FIRST_HELD_CHAPTER = 2
 HOLD_FALLBACK_MS = 15000
+# An empty script before each held chapter: a point where the parser may yield. After its
+# first few chunks, desktop Chromium parses with a 500 ms budget, so the ~630 kB after
+# first paint were one 60-140 ms task; after a parser-blocking script in the body it
+# yields within 10 ms (blink html_document_parser.cc, PumpTokenizer). Empty, it runs
+# nothing, so the policy needs no hash for it.
+PARSER_YIELD = "<script></script>"
 HOLD_SCRIPT = ('var root=document.documentElement;root.setAttribute("data-hold",'
                'setTimeout(function(){root.removeAttribute("data-hold")},%d))' % HOLD_FALLBACK_MS)
 HOLD_SCRIPT_HASH = "'sha256-%s'" % base64.b64encode(hashlib.sha256(HOLD_SCRIPT.encode()).digest()).decode()
@@ -504,12 +510,15 @@ def build(dist=ROOT / "dist", base_url="/"):
     for index, path in enumerate(sorted(CONTENT.glob("*.md"))):
         held = " data-held" if index >= FIRST_HELD_CHAPTER else ""
         try:
-            sections.append(f'<section class="chapter" data-source="{path.name}"{held}>\n{article.render_file(path, bool(held))}</section>')
+            sections.append((PARSER_YIELD if held else "") + f'<section class="chapter" data-source="{path.name}"{held}>\n'
+                            f'{article.render_file(path, bool(held))}</section>')
         except BuildError:
             raise
         except jinja2.TemplateError as error:
             raise BuildError(f"{template_location(error)}: template error while rendering {path.name}: {error}") from error
-    body = "\n".join(sections).replace("<!--REFERENCES-->", article.reference_list())
+    # ... and one after the last, so that the end of parsing (where playbook.js runs) is a
+    # task of its own too.
+    body = ("\n".join(sections) + PARSER_YIELD).replace("<!--REFERENCES-->", article.reference_list())
     check_figure_order(article)
 
     try:

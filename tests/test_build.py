@@ -240,7 +240,7 @@ def test_prose_quotes_a_figure_readout_at_its_default_or_a_named_state(tmp_path)
 def test_the_one_inline_script_is_the_hold_flag_and_the_policy_allows_only_it(built):
     html = (built / "index.html").read_text()
     inline = [body for tag, body in re.findall(r"(<script\b[^>]*>)(.*?)</script>", html, flags=re.S)
-              if 'src="' not in tag and 'type="application/json"' not in tag and 'type="py"' not in tag]
+              if 'src="' not in tag and 'type="application/json"' not in tag and 'type="py"' not in tag and body]
     assert inline == [build.HOLD_SCRIPT]  # data blocks never run; the only code inline sets html[data-hold]
     assert "data-hold" in build.HOLD_SCRIPT and "setTimeout" in build.HOLD_SCRIPT
     assert not re.search(r"\son[a-z]+=", re.sub(r"<(svg|math)\b.*?</\1>", "", html, flags=re.S)), "inline event handler"
@@ -250,6 +250,17 @@ def test_the_one_inline_script_is_the_hold_flag_and_the_policy_allows_only_it(bu
     assert directives["script-src"].split() == ["'self'", f"'sha256-{digest}'", "'wasm-unsafe-eval'"]
     assert directives["worker-src"] == "'self'"  # no blob: workers
     assert directives["connect-src"] == "'self'" and "'unsafe-inline'" not in directives["script-src"]
+
+
+def test_the_parser_may_yield_before_every_held_chapter_and_after_the_last(built):
+    """An empty script ahead of each held chapter caps the parser's budget there, so the
+    article after first paint is parsed in many short tasks, not one long one."""
+    html = (built / "index.html").read_text()
+    chapters = re.findall(r'(<script></script>)?<section class="chapter"([^>]*)>', html)
+    assert len(chapters) > build.FIRST_HELD_CHAPTER
+    assert all(bool(yields) == ("data-held" in attributes) for yields, attributes in chapters)
+    assert "</section>" + build.PARSER_YIELD + "\n</main>" in html
+    assert html.count(build.PARSER_YIELD) == len(chapters) - build.FIRST_HELD_CHAPTER + 1
 
 
 def test_chapters_after_the_first_are_held_and_figure_controls_wait_in_templates(built):

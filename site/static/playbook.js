@@ -912,13 +912,18 @@
   }
 
   // A figure or a table takes 10-30 ms to lay out, and a figure's controls as long again:
-  // each is a slice of its own.
+  // each is a slice of its own. Other blocks share a slice while the slowest of them so
+  // far would still fit in it (a paragraph or an equation can take 15-20 ms: added once
+  // the slice was nearly spent, it made a 45-55 ms task).
+  let slowestLight = 0;
   function revealStep() {
     const start = performance.now();
     for (let count = 0; !revealDone(); count++) {
       const heavy = unattached.length || heldBlocks[shownBlocks].matches(".figure, .table-wrap");
-      if (count && (heavy || performance.now() - start >= REVEAL_SLICE_MS)) break;
+      const before = performance.now();
+      if (count && (heavy || before - start + slowestLight >= REVEAL_SLICE_MS)) break;
       revealNext().getBoundingClientRect();  // its style and layout, now, in this slice
+      if (!heavy) slowestLight = Math.max(slowestLight, performance.now() - before);
     }
     if (jumpTarget && jumpTarget.getClientRects().length && !unattached.length) {  // all above it complete
       jumpTarget.scrollIntoView();
