@@ -375,15 +375,33 @@ class Search:
 
 # ---- the cost model ----------------------------------------------------------------------
 
+# A search after another on the same model and cluster (a degree pinned, the batch
+# changed) finds most of its layouts priced already: the last few pairs' contexts are kept,
+# each holding up to TERMS_KEPT priced layouts (~1.2 kB each; a MoE search prices 4-6k).
+CONTEXTS_KEPT = 2
+TERMS_KEPT = 10_000
+_contexts = {}
+
+
+def _context(model, cluster):
+    """The ``_Context`` of (model, cluster), one of the CONTEXTS_KEPT most recently used."""
+    if not isinstance(model, Transformer):
+        raise ValueError(f"model must be a planner.Transformer, got {type(model).__name__}")
+    if not isinstance(cluster, Cluster):
+        raise ValueError(f"cluster must be a planner.Cluster, got {type(cluster).__name__}")
+    key = (model, cluster)
+    ctx = _contexts.pop(key, None) or _Context(model, cluster)
+    _contexts[key] = ctx  # most recently used last
+    while len(_contexts) > CONTEXTS_KEPT:
+        del _contexts[next(iter(_contexts))]
+    return ctx
+
+
 class _Context:
-    """Everything about a (model, cluster) pair that every plan shares, plus caches that
-    live for one ``predict`` or one ``search`` call only."""
+    """Everything about a (model, cluster) pair that every plan shares, and what has been
+    priced for it so far (every entry a pure function of the pair and its key)."""
 
     def __init__(self, model, cluster):
-        if not isinstance(model, Transformer):
-            raise ValueError(f"model must be a planner.Transformer, got {type(model).__name__}")
-        if not isinstance(cluster, Cluster):
-            raise ValueError(f"cluster must be a planner.Cluster, got {type(cluster).__name__}")
         self.model, self.cluster = model, cluster
         spec = cluster.spec
         self.peak = spec.peak_bf16_dense_flops_per_s
@@ -398,6 +416,7 @@ class _Context:
         self.layer_cache = {}
         self.stage_cache = {}
         self.link_cache = {}
+        self.terms_cache = {}
 
     # -- fabric ---------------------------------------------------------------------------
     def link(self, stride, degree):
@@ -631,6 +650,12 @@ class _Terms:
 def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch):
     """Per-microbatch seconds and per-rank bytes of a layout (every pipeline rank that
     differs), everything but the ZeRO stage's share."""
+    key = (tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch)
+    cached = ctx.terms_cache.get(key)
+    if cached is not None:
+        return cached
+    if len(ctx.terms_cache) >= TERMS_KEPT:
+        ctx.terms_cache.clear()
     model = ctx.model
     h, s, vocab = model.hidden, model.seq_len, model.vocab
     m = global_batch // (dp * mb)
@@ -702,6 +727,7 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
     terms.layers = layers
     terms.group_of = group_of
     terms.schedule = (schedule, pp, m, v)
+    ctx.terms_cache[key] = terms
     return terms
 
 
@@ -916,7 +942,7 @@ def predict(model, cluster, plan):
     """Step time, throughput, utilisation and per-device memory of ``plan``: an
     ``Estimate``. Inconsistent inputs raise ``ValueError`` naming the field."""
     _check(model, cluster, plan)
-    ctx = _Context(model, cluster)
+    ctx = _context(model, cluster)
     terms = _terms(ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.microbatch, plan.virtual_stages,
                    plan.recompute, plan.sequence_parallel, plan.schedule, plan.flash_attention, plan.global_batch)
     return _finish(ctx, terms, plan.zero, detail=True)
@@ -1003,7 +1029,7 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
     when pinned: sequence parallelism off (the same traffic as plain TP, more memory),
     DDP (ZeRO-1 moves fewer bytes and holds less), selective recompute under
     FlashAttention (which already drops the score matrix)."""
-    ctx = _Context(model, cluster)
+    ctx = _context(model, cluster)
     global_batch = positive_int("global_batch", global_batch)
     top = positive_int("top", top)
     fixed = _check_fixed(fixed)

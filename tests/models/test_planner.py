@@ -481,3 +481,34 @@ def test_torchtitan_pipeline_split_makes_pp_times_v_stages():
             effective = layers + split["pipeline_parallel_first_stage_less_layers"] + split[
                 "pipeline_parallel_last_stage_less_layers"]
             assert math.ceil(effective / split["pipeline_parallel_layers_per_stage"]) == pp * v
+
+
+def test_a_search_after_another_on_the_same_pair_reuses_its_prices_and_finds_the_same():
+    """The last pairs' contexts are kept across calls (a reader pinning one degree after
+    another): a pinned search then prices no layout anew, and every answer is the one a
+    fresh context gives, in any order."""
+    model, cluster = planner.model_preset("mixtral-8x7b"), planner.cluster_preset("dgx-a100-80gb", 256)
+    pins = ({}, {"tp": 2}, {"pp": 4}, {"zero": 3}, {"microbatch": 2})
+    fresh = []
+    for fixed in pins:
+        planner._contexts.clear()
+        fresh.append(repr(planner.search(model, cluster, 512, fixed=fixed)))
+    planner._contexts.clear()
+    assert repr(planner.search(model, cluster, 512)) == fresh[0]
+    priced = len(planner._context(model, cluster).terms_cache)
+    assert repr(planner.search(model, cluster, 512, fixed={"tp": 2})) == fresh[1]
+    assert len(planner._context(model, cluster).terms_cache) == priced  # its layouts are a subset: none priced anew
+    again = [repr(planner.search(model, cluster, 512, fixed=fixed)) for fixed in reversed(pins)][::-1]
+    assert again == fresh
+    assert planner._context(model, cluster) is planner._context(model, cluster)
+
+
+def test_only_the_last_pairs_contexts_are_kept():
+    planner._contexts.clear()
+    clusters = [planner.cluster_preset("dgx-a100-80gb", gpus) for gpus in (8, 16, 32)]
+    model = planner.model_preset("llama3-8b")
+    for cluster in clusters:
+        planner.search(model, cluster, 64)
+    assert list(planner._contexts) == [(model, c) for c in clusters[-planner.CONTEXTS_KEPT:]]
+    with pytest.raises(ValueError, match="planner.Transformer"):
+        planner.search("llama3-8b", clusters[0], 64)
