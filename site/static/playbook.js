@@ -912,9 +912,11 @@
   }
 
   // A figure or a table takes 10-30 ms to lay out, and a figure's controls as long again:
-  // each is a slice of its own. Other blocks share a slice while the slowest of them so
-  // far would still fit in it (a paragraph or an equation can take 15-20 ms: added once
-  // the slice was nearly spent, it made a 45-55 ms task).
+  // each is a slice of its own. Other blocks share a slice while one as slow as the
+  // slowest of late would still fit in it (a paragraph or an equation can take 15-20 ms:
+  // added once the slice was nearly spent, it made a 45-55 ms task). "Of late": the
+  // estimate decays with every block, so one slow block does not leave every later
+  // slice a block or two long (~100 ms more of reveal, and of waiting for Python).
   let slowestLight = 0;
   function revealStep() {
     const start = performance.now();
@@ -923,7 +925,7 @@
       const before = performance.now();
       if (count && (heavy || before - start + slowestLight >= REVEAL_SLICE_MS)) break;
       revealNext().getBoundingClientRect();  // its style and layout, now, in this slice
-      if (!heavy) slowestLight = Math.max(slowestLight, performance.now() - before);
+      if (!heavy) slowestLight = Math.max(0.75 * slowestLight, performance.now() - before);
     }
     if (jumpTarget && jumpTarget.getClientRects().length && !unattached.length) {  // all above it complete
       jumpTarget.scrollIntoView();
