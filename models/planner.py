@@ -376,21 +376,28 @@ class Search:
 # ---- the cost model ----------------------------------------------------------------------
 
 # A search after another on the same model and cluster (a degree pinned, the batch
-# changed) finds most of its layouts priced already: the last few pairs' contexts are kept,
-# each holding up to TERMS_KEPT priced layouts (~1.2 kB each; a MoE search prices 4-6k).
+# changed) finds most of its layouts priced already: the contexts of the pairs last
+# searched are kept, each holding up to TERMS_KEPT priced layouts (~1.2 kB each; a MoE
+# search prices 4-6k). A prediction uses a kept context but does not keep its own, so
+# that pricing other pairs once (``validate``) does not push out the reader's.
 CONTEXTS_KEPT = 2
 TERMS_KEPT = 10_000
 _contexts = {}
 
 
-def _context(model, cluster):
-    """The ``_Context`` of (model, cluster), one of the CONTEXTS_KEPT most recently used."""
+def _context(model, cluster, keep):
+    """The ``_Context`` of (model, cluster): a kept one if there is one; else a new one,
+    kept (as one of the CONTEXTS_KEPT last searched pairs) if ``keep``."""
     if not isinstance(model, Transformer):
         raise ValueError(f"model must be a planner.Transformer, got {type(model).__name__}")
     if not isinstance(cluster, Cluster):
         raise ValueError(f"cluster must be a planner.Cluster, got {type(cluster).__name__}")
     key = (model, cluster)
-    ctx = _contexts.pop(key, None) or _Context(model, cluster)
+    ctx = _contexts.pop(key, None)
+    if ctx is None:
+        ctx = _Context(model, cluster)
+        if not keep:
+            return ctx
     _contexts[key] = ctx  # most recently used last
     while len(_contexts) > CONTEXTS_KEPT:
         del _contexts[next(iter(_contexts))]
@@ -942,7 +949,7 @@ def predict(model, cluster, plan):
     """Step time, throughput, utilisation and per-device memory of ``plan``: an
     ``Estimate``. Inconsistent inputs raise ``ValueError`` naming the field."""
     _check(model, cluster, plan)
-    ctx = _context(model, cluster)
+    ctx = _context(model, cluster, keep=False)
     terms = _terms(ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.microbatch, plan.virtual_stages,
                    plan.recompute, plan.sequence_parallel, plan.schedule, plan.flash_attention, plan.global_batch)
     return _finish(ctx, terms, plan.zero, detail=True)
@@ -1029,7 +1036,7 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
     when pinned: sequence parallelism off (the same traffic as plain TP, more memory),
     DDP (ZeRO-1 moves fewer bytes and holds less), selective recompute under
     FlashAttention (which already drops the score matrix)."""
-    ctx = _context(model, cluster)
+    ctx = _context(model, cluster, keep=True)
     global_batch = positive_int("global_batch", global_batch)
     top = positive_int("top", top)
     fixed = _check_fixed(fixed)

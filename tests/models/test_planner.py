@@ -495,12 +495,12 @@ def test_a_search_after_another_on_the_same_pair_reuses_its_prices_and_finds_the
         fresh.append(repr(planner.search(model, cluster, 512, fixed=fixed)))
     planner._contexts.clear()
     assert repr(planner.search(model, cluster, 512)) == fresh[0]
-    priced = len(planner._context(model, cluster).terms_cache)
+    priced = len(planner._context(model, cluster, keep=False).terms_cache)
     assert repr(planner.search(model, cluster, 512, fixed={"tp": 2})) == fresh[1]
-    assert len(planner._context(model, cluster).terms_cache) == priced  # its layouts are a subset: none priced anew
+    assert len(planner._context(model, cluster, keep=False).terms_cache) == priced  # its layouts are a subset: none priced anew
     again = [repr(planner.search(model, cluster, 512, fixed=fixed)) for fixed in reversed(pins)][::-1]
     assert again == fresh
-    assert planner._context(model, cluster) is planner._context(model, cluster)
+    assert planner._context(model, cluster, keep=False) is planner._context(model, cluster, keep=True)
 
 
 def test_only_the_last_pairs_contexts_are_kept():
@@ -509,6 +509,11 @@ def test_only_the_last_pairs_contexts_are_kept():
     model = planner.model_preset("llama3-8b")
     for cluster in clusters:
         planner.search(model, cluster, 64)
-    assert list(planner._contexts) == [(model, c) for c in clusters[-planner.CONTEXTS_KEPT:]]
+    kept = [(model, c) for c in clusters[-planner.CONTEXTS_KEPT:]]
+    assert list(planner._contexts) == kept
+    planner.validate()  # predictions on a dozen other pairs push out nothing
+    assert list(planner._contexts) == kept
+    planner.predict(model, clusters[-2], planner.recommend(model, clusters[-2], 64)[0].plan)
+    assert list(planner._contexts) == kept[::-1]  # a kept pair, used again, is the most recent
     with pytest.raises(ValueError, match="planner.Transformer"):
         planner.search("llama3-8b", clusters[0], 64)
