@@ -1048,6 +1048,11 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
     tps = _options(fixed, "tp", [t for t in _powers_of_two(min(per_node, gpus)) if all(w % t == 0 for w in widths)])
     cps = _options(fixed, "cp", [c for c in _powers_of_two(gpus) if c == 1 or (s % (2 * c) == 0 and s // c >= MIN_CP_TOKENS)])
     recomputes = _options(fixed, "recompute", ["none", "full"] if flash else ["none", "selective", "full"])
+    # A pinned degree, microbatch, chunk count, schedule or sequence parallelism may break a
+    # rule the enumeration keeps by construction, so each layout is then checked (a third
+    # of a pinned search's time); a pinned ZeRO stage, recompute mode or attention kernel
+    # cannot.
+    checked = bool(set(fixed) - {"zero", "recompute", "flash_attention"})
     best = []  # per layout: (step, memory, plan fields) of its fastest fitting choice
     smallest = None  # (memory, plan fields)
     considered = fitting = 0
@@ -1083,7 +1088,7 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
                         best_at_mb = math.inf
                         for v in _options(fixed, "virtual_stages", vs):
                             schedule = fixed.get("schedule", "interleaved" if v > 1 else "1f1b")
-                            if fixed:  # pinned values may break a rule the enumeration keeps by construction
+                            if checked:
                                 try:
                                     _check(model, cluster, Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch=mb,
                                                                 global_batch=global_batch, virtual_stages=v,

@@ -517,3 +517,22 @@ def test_only_the_last_pairs_contexts_are_kept():
     assert list(planner._contexts) == kept[::-1]  # a kept pair, used again, is the most recent
     with pytest.raises(ValueError, match="planner.Transformer"):
         planner.search("llama3-8b", clusters[0], 64)
+
+
+def test_a_pinned_zero_stage_or_recompute_mode_checks_no_layout(monkeypatch):
+    """Only a pin that can break a rule the enumeration keeps (a degree, the microbatch,
+    chunks, schedule, sequence parallelism) has every layout checked; a ZeRO stage or a
+    recompute mode cannot, and checking them was a third of such a search."""
+    checks = []
+    real = planner._check
+    monkeypatch.setattr(planner, "_check", lambda *args: checks.append(args[2]) or real(*args))
+    model, cluster = planner.model_preset("llama3-70b"), planner.cluster_preset("dgx-a100-80gb", 256)
+    planner.search(model, cluster, 512)
+    unpinned = len(checks)  # the predictions of the plans it shows
+    for fixed in ({"zero": 1}, {"recompute": "full"}, {"zero": 3, "recompute": "none"}):
+        checks.clear()
+        planner.search(model, cluster, 512, fixed=fixed)
+        assert len(checks) <= unpinned + 2, fixed
+    checks.clear()
+    planner.search(model, cluster, 512, fixed={"tp": 4})
+    assert len(checks) > 5 * unpinned
