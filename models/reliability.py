@@ -942,9 +942,8 @@ def histogram_counts(values, low, high, bins):
     counts = [0] * bins
     scale = bins / (high - low)
     for value in values:
-        k = int((value - low) * scale)
-        if value >= low and k < bins:
-            counts[k] += 1
+        if low <= value < high:  # rounding may put a value just below high at index bins
+            counts[min(int((value - low) * scale), bins - 1)] += 1
         elif value == high:
             counts[-1] += 1
     return tuple(counts)

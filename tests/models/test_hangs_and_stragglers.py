@@ -168,3 +168,10 @@ def test_invalid_inputs_name_the_argument(call, fragment):
 
 def test_default_timeout_is_pytorchs_ten_minutes():
     assert DEFAULT_NCCL_TIMEOUT_S == 600
+
+
+def test_a_value_just_below_the_top_edge_is_counted():
+    """Found by hypothesis: (value - low) * bins / (high - low) rounds to bins for a value
+    a hair below high; it belongs in the last bin, as numpy counts it."""
+    low = -1 / 3
+    assert histogram_counts([-5.502551797427316e-164], low, low + 1 / 3, 1) == (1,)
