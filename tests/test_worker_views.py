@@ -260,7 +260,6 @@ def test_a_fractional_sliders_every_value_has_the_key_the_page_reads(figure):
             assert readings[control.key] == ("%.15g" % value if isinstance(value, float) else str(value)), (control.key, value)
 
 
-
 def test_serve_posts_ready_and_dispatches_only_the_pages_calls():
     """What worker.js gets from ``serve``: ready is posted as JSON text, the page's calls
     are answered, and a name outside ``CALLS`` (a method the page must not reach) is
