@@ -18,7 +18,8 @@ Because ``render`` is pure, a state's view is rendered once and kept (its JSON t
 up to ``VIEW_CACHE_SIZE`` per figure). While no call is waiting, the worker renders
 ahead the states one control change away from where the reader is (first the figure
 last touched, then those in view), one state per event-loop turn and only after a
-pause in the page's calls, so a call rarely waits behind a render. During a drag it
+pause in the page's calls (a longer one for the figures the reader is not using), so a
+call rarely waits behind a render. During a drag it
 renders at once the next states along the drag (same slider: one and two strides on).
 
 Each view rendered ahead is posted to the page with its *readings key*: the control
@@ -46,6 +47,11 @@ ALIASES_PER_TURN = 32  # readings keys aliased in one turn of the render-ahead l
 # way delays the next call by up to a whole render (measured: a drag's calls waited
 # ~8 ms behind Figure 15's renders ahead); a reader's drag sends a call every frame.
 QUIET_S = 0.05
+# The figures in view other than the one the reader is using wait longer: a reader moves
+# one figure's controls every few hundred ms, and each of that figure's calls waited
+# behind a neighbour's render ahead (measured: Figure 21's answers, 3 ms of Python,
+# arrived 9-14 ms after the call while Figures 20 and 22 rendered ahead).
+QUIET_OTHERS_S = 1.5
 
 
 def _dumps(value):
@@ -383,11 +389,19 @@ class Worker:
         return _dumps(view["plot"])
 
     def _next_ahead(self):
-        for number in reversed(self.touched[-1:] + self.watched):
+        """The session to render ahead for next: the figure last touched, then (once the
+        reader has left it alone for QUIET_OTHERS_S) those in view. Returns (session or
+        None, seconds to wait before another may be due)."""
+        touched = self.touched[-1:]
+        for number in touched:
+            if self.sessions[number].has_upcoming:
+                return self.sessions[number], 0.0
+        wait = self.last_call + QUIET_OTHERS_S - time.monotonic() if touched else 0.0
+        for number in reversed(self.watched):
             session = self.sessions[number]
             if session.has_upcoming:
-                return session
-        return None
+                return (None, wait) if wait > 0 else (session, 0.0)
+        return None, 0.0
 
     def _dragged(self):
         """The figure last touched, if the state next along the reader's drag is due."""
@@ -422,7 +436,11 @@ class Worker:
             if session is None and quiet > 0:
                 await self._idle(quiet)
                 continue
-            session = session or self._next_ahead()
+            if session is None:
+                session, wait = self._next_ahead()
+                if wait > 0:
+                    await self._idle(wait)
+                    continue
             if session is None:
                 if self.load_next():  # idle: import the figures not yet needed
                     await asyncio.sleep(0)

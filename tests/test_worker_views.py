@@ -11,6 +11,7 @@ import pytest
 
 from figures import registry
 from figures.contract import Number, Slider, Toggle, nearby_states
+from figures import worker as worker_module
 from figures.worker import CALLS, FigureSession, Worker, serve
 
 FIGURES = sorted(registry().values(), key=lambda f: f.number)
@@ -210,6 +211,37 @@ def test_the_render_ahead_loop_posts_each_view_once_nearest_first():
     assert len({json.dumps(s, sort_keys=True) for s in states}) == len(states)  # never twice
     progress = [m for m in posted if isinstance(m, dict)]
     assert progress and progress[-1]["type"] == "ahead" and progress[-1]["number"] == 4
+
+
+def test_figures_in_view_are_rendered_ahead_only_once_the_reader_leaves_the_one_in_use_alone(monkeypatch):
+    """A reader moving Figure 21 (which renders nothing ahead) with Figure 4 in view: the
+    worker renders ahead for Figure 4 only after QUIET_OTHERS_S without a call, so that
+    none of Figure 21's calls waits behind a render for a figure not in use."""
+    monkeypatch.setattr(worker_module, "QUIET_OTHERS_S", 0.4)
+    posted = []
+    worker = Worker(posted.append)
+    planner_lab = registry()[21]
+    numbers = []
+
+    def ahead_for():
+        return sorted({json.loads(m)["number"] for m in posted if isinstance(m, str) and '"type":"view"' in m})
+
+    async def run():
+        task = asyncio.ensure_future(worker.render_ahead())
+        worker.update(21, "{}", "{}", "")
+        worker.watch("[4, 21]")
+        for _ in range(3):  # the reader moves Figure 21 every 0.2 s
+            await asyncio.sleep(0.2)
+            worker.update(21, json.dumps({"zero": "1"}), "{}", json.dumps(planner_lab.default_state()))
+        numbers.append(ahead_for())
+        await asyncio.sleep(0.6)  # then reads
+        numbers.append(ahead_for())
+        task.cancel()
+
+    thread = threading.Thread(target=asyncio.run, args=(run(),))
+    thread.start()
+    thread.join()
+    assert numbers == [[], [4]]
 
 
 def test_the_render_ahead_loop_never_cancels_a_task():
