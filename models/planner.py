@@ -378,16 +378,21 @@ class Search:
 # A search after another on the same model and cluster (a degree pinned, the batch
 # changed) finds most of its layouts priced already: the contexts of the pairs last
 # searched are kept, each holding up to TERMS_KEPT priced layouts (~1.2 kB each; a MoE
-# search prices 4-6k). A prediction uses a kept context but does not keep its own, so
-# that pricing other pairs once (``validate``) does not push out the reader's.
+# search prices 4-6k). A prediction, or a search ahead (``search_steps(keep=False)``),
+# uses a kept context but does not keep its own, so that pricing other pairs once
+# (``validate``, the worker searching ahead) does not push out the reader's. The last such
+# pair's context stays until another pair replaces it: the predictions a search ahead
+# ends with (its best plans, their variants) reuse what it priced.
 CONTEXTS_KEPT = 2
 TERMS_KEPT = 10_000
 _contexts = {}
+_unkept = {}  # the last pair priced without keeping: at most one context
 
 
 def _context(model, cluster, keep):
-    """The ``_Context`` of (model, cluster): a kept one if there is one; else a new one,
-    kept (as one of the CONTEXTS_KEPT last searched pairs) if ``keep``."""
+    """The ``_Context`` of (model, cluster): a kept one if there is one; else the last
+    unkept one if it is this pair's, or a new one; kept (as one of the CONTEXTS_KEPT last
+    searched pairs) if ``keep``, else held as the last unkept."""
     if not isinstance(model, Transformer):
         raise ValueError(f"model must be a planner.Transformer, got {type(model).__name__}")
     if not isinstance(cluster, Cluster):
@@ -395,8 +400,10 @@ def _context(model, cluster, keep):
     key = (model, cluster)
     ctx = _contexts.pop(key, None)
     if ctx is None:
-        ctx = _Context(model, cluster)
+        ctx = _unkept.pop(key, None) or _Context(model, cluster)
         if not keep:
+            _unkept.clear()
+            _unkept[key] = ctx
             return ctx
     _contexts[key] = ctx  # most recently used last
     while len(_contexts) > CONTEXTS_KEPT:
@@ -1036,7 +1043,25 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
     when pinned: sequence parallelism off (the same traffic as plain TP, more memory),
     DDP (ZeRO-1 moves fewer bytes and holds less), selective recompute under
     FlashAttention (which already drops the score matrix)."""
-    ctx = _context(model, cluster, keep=True)
+    return run_steps(search_steps(model, cluster, global_batch, top=top, fixed=fixed))
+
+
+def run_steps(steps):
+    """Run a generator of steps (``search_steps``) to its end: what it returns."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def search_steps(model, cluster, global_batch, *, top=5, fixed=None, keep=True):
+    """``search``, a layout at a time: a generator that yields (None) before each layout
+    it looks at and returns the ``Search``, or raises ``ValueError`` as ``search`` does.
+    The page's worker searches ahead this way, in slices between the reader's calls.
+    ``keep=False``: price in a kept context if there is one, but keep none for this pair
+    (a search ahead must not push out the pair the reader is at)."""
+    ctx = _context(model, cluster, keep=keep)
     global_batch = positive_int("global_batch", global_batch)
     top = positive_int("top", top)
     fixed = _check_fixed(fixed)
@@ -1087,6 +1112,7 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
                         fit_at_mb = False
                         best_at_mb = math.inf
                         for v in _options(fixed, "virtual_stages", vs):
+                            yield
                             schedule = fixed.get("schedule", "interleaved" if v > 1 else "1f1b")
                             if checked:
                                 try:
@@ -1158,9 +1184,11 @@ def search(model, cluster, global_batch, *, top=5, fixed=None):
     ladder = _ladder(model, cluster, plans[0], estimates[0], considered, fitting, by_axis) if plans else ()
     candidates = []
     for index, (plan, estimate) in enumerate(zip(plans, estimates)):
+        yield  # each explanation prices a few variants of its plan
         reasons = ladder if index == 0 else explain(model, cluster, plan, best=(plans[0], estimates[0]),
                                                     estimate=estimate)
         candidates.append(Candidate(plan, estimate, reasons))
+    yield
     smallest_candidate = Candidate(smallest_plan, smallest_estimate,
                                    explain(model, cluster, smallest_plan, estimate=smallest_estimate))
     result = Search(tuple(candidates), smallest_candidate, considered, fitting, tuple(dropped), tuple(ladder))

@@ -492,8 +492,10 @@ def test_a_search_after_another_on_the_same_pair_reuses_its_prices_and_finds_the
     fresh = []
     for fixed in pins:
         planner._contexts.clear()
+        planner._unkept.clear()
         fresh.append(repr(planner.search(model, cluster, 512, fixed=fixed)))
     planner._contexts.clear()
+    planner._unkept.clear()
     assert repr(planner.search(model, cluster, 512)) == fresh[0]
     priced = len(planner._context(model, cluster, keep=False).terms_cache)
     assert repr(planner.search(model, cluster, 512, fixed={"tp": 2})) == fresh[1]
@@ -501,6 +503,33 @@ def test_a_search_after_another_on_the_same_pair_reuses_its_prices_and_finds_the
     again = [repr(planner.search(model, cluster, 512, fixed=fixed)) for fixed in reversed(pins)][::-1]
     assert again == fresh
     assert planner._context(model, cluster, keep=False) is planner._context(model, cluster, keep=True)
+
+
+def test_a_search_in_steps_finds_what_search_finds_and_keeps_no_context_of_its_own():
+    """``search_steps`` (the worker's search ahead) yields before every layout it looks at
+    and returns ``search``'s answer; with keep=False it leaves the kept pairs as they
+    were and reuses one if it is kept; its errors are ``search``'s."""
+    planner._contexts.clear()
+    reader = (planner.model_preset("gpt3-175b"), planner.cluster_preset("dgx-a100-80gb", 1024))
+    planner.search(*reader, 1536)
+    ahead = (planner.model_preset("mixtral-8x7b"), planner.cluster_preset("dgx-a100-80gb", 256))
+    steps = planner.search_steps(*ahead, 512, keep=False)
+    yielded = 0
+    while True:
+        try:
+            assert next(steps) is None
+            yielded += 1
+        except StopIteration as done:
+            found = done.value
+            break
+    assert yielded > 300 and list(planner._contexts) == [reader]
+    assert repr(found) == repr(planner.search(*ahead, 512))
+    priced = len(planner._context(*reader, keep=False).terms_cache)
+    assert repr(planner.run_steps(planner.search_steps(*reader, 1536, fixed={"tp": 8}, keep=False))) == repr(
+        planner.search(*reader, 1536, fixed={"tp": 8}))
+    assert len(planner._context(*reader, keep=False).terms_cache) == priced  # the reader's context, reused
+    with pytest.raises(ValueError, match="global_batch"):
+        planner.run_steps(planner.search_steps(*reader, 0, keep=False))
 
 
 def test_only_the_last_pairs_contexts_are_kept():
