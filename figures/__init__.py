@@ -28,7 +28,7 @@ def _load(module_name):
         controls=tuple(module.CONTROLS),
         render=module.render,
         constrain=getattr(module, "constrain", None),
-        render_ahead=getattr(module, "RENDER_AHEAD", True),
+        prepare=getattr(module, "prepare", None),
     )
 
 

@@ -291,9 +291,11 @@ class Figure:
     # depends on another (a rank below the world size, a degree dividing the GPUs per
     # node), it snaps the state into range; the page then moves the control to match.
     constrain: object = field(default=None, repr=False)
-    # The module's ``RENDER_AHEAD`` (default True): False for a figure whose render is too
-    # heavy to spend on states the reader may never reach (the planner lab).
-    render_ahead: bool = True
+    # The module's optional ``prepare(state)``: a generator doing the heavy part of
+    # ``render(state)`` (the planner lab's searches) a slice per step and keeping it for
+    # ``render``, so that the worker can render such a state ahead between the reader's
+    # calls instead of in one long turn.
+    prepare: object = field(default=None, repr=False)
 
     @property
     def anchor(self):
@@ -346,8 +348,8 @@ class Figure:
 
 def nearby_states(figure, state, limit):
     """The states one control change away from ``state``, nearest first: one step along
-    every control, then two steps, and so on to the ends of each range; at most
-    ``limit``. What a reader reaches next by dragging a slider, clicking its track or
+    every control, then two steps, and so on to the ends of each range (a typed number's
+    values after every other control's); at most ``limit``. What a reader reaches next by dragging a slider, clicking its track or
     picking another option, so the runtime renders them ahead while the reader is idle."""
     return [valid for _, valid in nearby_moves(figure, state, limit, aliases=0)]
 
@@ -366,16 +368,17 @@ def nearby_moves(figure, state, limit, aliases=512):
             continue
         here = values.index(state[control.key])
         low = max(0, here - reach)
-        ranked += [(abs(i - here), order, i < here, control.key, value)
+        typed = isinstance(control, Number)  # a reader types any number, seldom one of its values: last
+        ranked += [(typed, abs(i - here), order, i < here, control.key, value)
                    for i, value in enumerate(values[low:here + reach + 1], start=low) if i != here]
-    ranked.sort(key=lambda entry: entry[:3])
+    ranked.sort(key=lambda entry: entry[:4])
     if figure.constrain is None:
-        for _, _, _, key, value in ranked[:limit]:
+        for _, _, _, _, key, value in ranked[:limit]:
             move = {**state, key: value}
             yield move, move
         return
     seen, distinct = {_state_key(state)}, 0
-    for _, _, _, key, value in ranked[:reach]:  # validating is the cost: the nearest moves only
+    for _, _, _, _, key, value in ranked[:reach]:  # validating is the cost: the nearest moves only
         raw = {**state, key: value}
         candidate = figure.validate_state(raw)
         if _state_key(candidate) not in seen:

@@ -1,4 +1,5 @@
 """Figure 21: the planner lab — search every layout, explain the best, price any other."""
+from collections import OrderedDict
 from functools import lru_cache
 
 from figures import fmt, html, svg
@@ -14,7 +15,6 @@ CAPTION = (
     "time goes. Set any degree of the plan yourself to see what it costs and why it loses; copy the plan as "
     "Megatron-LM arguments or a torchtitan config; compare the model with the published runs at the bottom."
 )
-RENDER_AHEAD = False  # one render is a whole search: never spend it on states the reader may not reach
 
 AUTO, PRESET = "auto", "preset"
 MODEL_FIELDS = (("layers", "layers", 1024), ("hidden", "hidden", 131072), ("heads", "heads", 1024),
@@ -77,9 +77,43 @@ def _inputs(state):
                                  for key, _ in PLAN_CHOICES if state[key] != AUTO)
 
 
-@lru_cache(maxsize=24)
+SEARCHES_KEPT = 256  # about every state one change away from the reader's, and some history
+_searches = OrderedDict()  # (model, cluster, batch, fixed) -> Search, or the ValueError's message
+
+
+def _search_steps(model, cluster, batch, fixed, keep):
+    """A search as ``planner.search_steps`` runs it (a generator), its answer kept for
+    the next render: the Search, or ValueError."""
+    key = (model, cluster, batch, fixed)
+    if key not in _searches:
+        try:
+            _searches[key] = yield from planner.search_steps(model, cluster, batch, top=5, fixed=dict(fixed), keep=keep)
+        except ValueError as error:
+            _searches[key] = str(error)
+        while len(_searches) > SEARCHES_KEPT:
+            _searches.popitem(last=False)
+    _searches.move_to_end(key)
+    found = _searches[key]
+    if isinstance(found, str):
+        raise ValueError(found)
+    return found
+
+
 def _search(model, cluster, batch, fixed):
-    return planner.search(model, cluster, batch, top=5, fixed=dict(fixed))
+    return planner.run_steps(_search_steps(model, cluster, batch, fixed, keep=True))
+
+
+def prepare(state):
+    """What ``render(state)`` spends its time on, its searches, a slice at a time (a
+    generator): the worker runs it ahead, between the reader's calls, keeping none of the
+    planner's contexts (the reader's pair stays kept)."""
+    try:
+        model, cluster, fixed = _inputs(state)
+        yield from _search_steps(model, cluster, state["batch"], (), keep=False)
+        if fixed:
+            yield from _search_steps(model, cluster, state["batch"], fixed, keep=False)
+    except ValueError:
+        return  # render says why
 
 
 @lru_cache(maxsize=1)

@@ -52,6 +52,9 @@ QUIET_S = 0.05
 # behind a neighbour's render ahead (measured: Figure 21's answers, 3 ms of Python,
 # arrived 9-14 ms after the call while Figures 20 and 22 rendered ahead).
 QUIET_OTHERS_S = 1.5
+# A state whose figure prepares it (``Figure.prepare``: the planner lab's searches, up to
+# ~130 ms in Pyodide) is prepared in slices of this long, one per event-loop turn.
+PREPARE_SLICE_S = 0.004
 
 
 def _dumps(value):
@@ -77,6 +80,7 @@ class FigureSession:
         self.center = None  # the state the upcoming list was planned around
         self.last = None  # the state the reader was last at (to tell a drag's direction)
         self.predicted = []  # the (raw, valid) moves next along the reader's drag, to render first
+        self.preparing = None  # (raw, valid, steps): the move being prepared ahead (Figure.prepare)
         self.sent = set()  # state keys whose views the page has been sent
         self.aliased = set()  # unvalidated state keys the page has been sent an alias for
 
@@ -190,13 +194,11 @@ class FigureSession:
         one slider move from the state touched before), the next state along the drag is
         rendered first, at once."""
         previous, self.last = self.last, state
-        if not self.figure.render_ahead:
-            return
         self.predicted = self.moves_along_drag(previous, state, raw)
         if self.center is not None and _state_key(self.center) == _state_key(state):
             return
         self.center = state
-        self.upcoming, self.ahead = None, 0
+        self.upcoming, self.ahead, self.preparing = None, 0, None
 
     def moves_along_drag(self, previous, state, raw=None):
         """The moves the reader's drag makes next, as ``(raw, valid)`` (``nearby_moves``):
@@ -227,7 +229,7 @@ class FigureSession:
 
     @property
     def has_upcoming(self):
-        return bool(self.predicted) or self.upcoming != ()
+        return bool(self.predicted) or self.upcoming != () or self.preparing is not None
 
     def send(self, state):
         """The view of ``state`` (rendered now if need be) for the page to keep: its JSON,
@@ -269,11 +271,16 @@ class FigureSession:
             if _state_key(self.center) not in self.sent:  # the page's drawing of it is the baked one
                 moves = itertools.chain([(self.center, self.center)], moves)
             self.upcoming, self.met, self.ahead = moves, set(), 0
+        if self.preparing is not None:
+            return self.prepare_more(aliases)
         view = None
         for raw, valid in self.upcoming:  # moves to states the page has cost no render
             if _state_key(valid) not in self.met:
                 self.met.add(_state_key(valid))
                 self.ahead += 1
+            if self.figure.prepare is not None and _state_key(valid) not in self.views:
+                self.preparing = (raw, valid, self.figure.prepare(dict(valid)))
+                return self.prepare_more(aliases)
             view = self.send(valid)
             alias = self.alias(raw, valid)
             if alias:
@@ -283,6 +290,21 @@ class FigureSession:
         else:
             self.upcoming = ()
         return view, aliases
+
+    def prepare_more(self, aliases):
+        """One slice (PREPARE_SLICE_S) of preparing the move under way; once it is
+        prepared, its view (rendered now, cheaply) and alias, as ``render_one_ahead``."""
+        raw, valid, steps = self.preparing
+        deadline = time.monotonic() + PREPARE_SLICE_S
+        try:
+            for _ in steps:
+                if time.monotonic() >= deadline:
+                    return None, aliases
+        except Exception:
+            pass  # render raises it again, should the reader go there
+        self.preparing = None
+        view, alias = self.send(valid), self.alias(raw, valid)
+        return view, aliases + ([alias] if alias else [])
 
 
 class Worker:

@@ -47,6 +47,16 @@ def test_constrain_snaps_a_control_whose_range_depends_on_another():
     assert {"nodes": 1, "gpus": 2, "rank": 1} not in nearby
 
 
+def test_a_typed_fields_values_come_after_every_other_controls_moves():
+    """Rendered ahead, a typed field's values (its ends and samples) are guesses: they
+    come after every slider move, nearest first as ever."""
+    figure = _figure()  # nodes, rank: sliders; gpus: a typed number
+    start = figure.default_state()
+    changed = [next(k for k in s if s[k] != start[k]) for s in nearby_states(figure, start, 1000)]
+    typed = changed.index("gpus")
+    assert typed > 0 and set(changed[typed:]) == {"gpus"} and "rank" in changed[:typed]
+
+
 def test_palette_gives_each_light_colour_one_dark_twin_and_css_for_every_key():
     from figures import palette
     pairs = {}

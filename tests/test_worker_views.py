@@ -4,7 +4,9 @@ import asyncio
 import gc
 import json
 import re
+import sys
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -44,7 +46,9 @@ def page_readings(figure, state):
 def test_a_views_key_is_the_readings_that_select_exactly_its_state(figure):
     worker = Worker(lambda message: None)
     session = FigureSession(figure)
-    for state in [figure.default_state(), *nearby_states(figure, figure.default_state(), 12)]:
+    typed = [figure.validate_state({**figure.default_state(), c.key: c.samples[0]})
+             for c in figure.stateful_controls if isinstance(c, Number) and c.samples]  # nearby only after the rest
+    for state in [figure.default_state(), *nearby_states(figure, figure.default_state(), 12), *typed]:
         readings = page_readings(figure, state)
         key = session.readings_key(state)
         assert key == page_key(readings), figure.number
@@ -214,13 +218,15 @@ def test_the_render_ahead_loop_posts_each_view_once_nearest_first():
 
 
 def test_figures_in_view_are_rendered_ahead_only_once_the_reader_leaves_the_one_in_use_alone(monkeypatch):
-    """A reader moving Figure 21 (which renders nothing ahead) with Figure 4 in view: the
-    worker renders ahead for Figure 4 only after QUIET_OTHERS_S without a call, so that
-    none of Figure 21's calls waits behind a render for a figure not in use."""
+    """A reader moving Figure 8 with Figure 4 in view: once Figure 8's states around the
+    reader are rendered, the worker renders ahead for Figure 4 only after QUIET_OTHERS_S
+    without a call, so that none of Figure 8's calls waits behind a render for a figure
+    not in use."""
     monkeypatch.setattr(worker_module, "QUIET_OTHERS_S", 0.4)
+    monkeypatch.setattr(worker_module, "AHEAD_LIMIT", 2)
     posted = []
     worker = Worker(posted.append)
-    planner_lab = registry()[21]
+    ladder = registry()[8]
     numbers = []
 
     def ahead_for():
@@ -228,11 +234,11 @@ def test_figures_in_view_are_rendered_ahead_only_once_the_reader_leaves_the_one_
 
     async def run():
         task = asyncio.ensure_future(worker.render_ahead())
-        worker.update(21, "{}", "{}", "")
-        worker.watch("[4, 21]")
-        for _ in range(3):  # the reader moves Figure 21 every 0.2 s
+        worker.update(8, "{}", "{}", "")
+        worker.watch("[4, 8]")
+        for stage in (1, 2, 3):  # the reader moves Figure 8 every 0.2 s
             await asyncio.sleep(0.2)
-            worker.update(21, json.dumps({"zero": "1"}), "{}", json.dumps(planner_lab.default_state()))
+            worker.update(8, json.dumps({"stage": str(stage)}), "{}", json.dumps(ladder.default_state()))
         numbers.append(ahead_for())
         await asyncio.sleep(0.6)  # then reads
         numbers.append(ahead_for())
@@ -241,7 +247,33 @@ def test_figures_in_view_are_rendered_ahead_only_once_the_reader_leaves_the_one_
     thread = threading.Thread(target=asyncio.run, args=(run(),))
     thread.start()
     thread.join()
-    assert numbers == [[], [4]]
+    assert numbers == [[8], [4, 8]]
+
+
+def test_the_planner_lab_is_rendered_ahead_a_slice_per_turn(monkeypatch):
+    """Figure 21's states one change away each cost whole searches (tens of ms in CPython,
+    over 100 in Pyodide). The worker prepares each a slice per turn (here: one step), so
+    a reader's call waits for a slice at most; a call between slices is answered, and the
+    views that come out are the answers a call gives."""
+    monkeypatch.setattr(worker_module, "PREPARE_SLICE_S", 0.0)
+    lab = registry()[21]
+    monkeypatch.setattr(sys.modules[lab.render.__module__], "_searches", OrderedDict())  # nothing searched yet
+    session = FigureSession(lab)
+    session.answer(lab.default_state())
+    session.plan_ahead(lab.default_state())
+    turns, views = 0, []
+    while len(views) < 4:
+        view, _ = session.render_one_ahead()
+        turns += 1
+        assert session.has_upcoming
+        if turns == 3:  # a call in the middle of a preparation
+            assert json.loads(session.answer(lab.validate_state({**lab.default_state(), "zero": 3})))["view"]
+        if view is not None:
+            views.append(view)
+    assert turns > 100 + len(views)  # most turns were a step of a search
+    state_of = {text: dict(key) for key, text in session.views.items()}
+    for view in views:
+        assert json.loads(view) == json.loads(FigureSession(lab).answer(state_of[view]))["view"]
 
 
 def test_the_render_ahead_loop_never_cancels_a_task():
