@@ -324,14 +324,28 @@ def test_a_fractional_sliders_every_value_has_the_key_the_page_reads(figure):
             assert readings[control.key] == ("%.15g" % value if isinstance(value, float) else str(value)), (control.key, value)
 
 
+def test_the_worker_collects_when_idle_after_work_and_at_the_latest_every_so_many_turns(monkeypatch):
+    collections = []
+    monkeypatch.setattr(worker_module.gc, "collect", lambda *args: collections.append(args) or 0)
+    monkeypatch.setattr(worker_module, "COLLECT_EVERY", 3)
+    worker = Worker(lambda message: None)
+    assert not worker.collect_if_due(idle=True) and collections == []  # nothing done since: nothing to collect
+    worker.update(4, "{}", "{}", "")
+    assert not worker.collect_if_due()  # a render-ahead turn: not yet
+    assert worker.collect_if_due(idle=True) and len(collections) == 1  # then idle: collect
+    assert not worker.collect_if_due(idle=True)
+    assert [worker.collect_if_due() for _ in range(3)] == [False, False, True] and len(collections) == 2
+
+
 def test_serve_posts_ready_and_dispatches_only_the_pages_calls():
     """What worker.js gets from ``serve``: ready is posted as JSON text, the page's calls
     are answered, and a name outside ``CALLS`` (a method the page must not reach) is
     refused."""
-    posted, answers, refusals = [], [], []
+    posted, answers, refusals, collecting = [], [], [], []
 
     async def session():  # (an exception here would end the thread unseen: results are kept)
         dispatch = serve(posted.append)
+        collecting.append(gc.isenabled())
         answers.append(json.loads(dispatch("update", 15, json.dumps({}), "{}", "")))
         try:
             dispatch("load_next")
@@ -345,7 +359,9 @@ def test_serve_posts_ready_and_dispatches_only_the_pages_calls():
         thread.join()
     finally:
         gc.unfreeze()  # serve freezes what lives for the whole visit
+        gc.enable()  # and turns automatic collection off
     [answer] = answers
+    assert collecting == [False]  # the render-ahead loop collects (collect_if_due)
     assert refusals == ["no call named 'load_next'"]
     assert posted and all(isinstance(message, str) for message in posted)
     assert json.loads(posted[0]) == {"type": "ready"}
