@@ -1,7 +1,7 @@
 """Figure 02: one training step, cut six ways -- what one device keeps, what it sends, and when."""
-from figures import fmt, html, svg
+from figures import html, svg
 from figures.contract import Readout, Select, Slider, View
-from models import cuts, strategies
+from models import cuts, fmt, strategies
 
 NUMBER = 2
 TITLE = "One step, six cuts"

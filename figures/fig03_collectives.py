@@ -2,9 +2,9 @@
 import math
 from functools import lru_cache
 
-from figures import fmt, palette, svg
+from figures import palette, svg
 from figures.contract import Button, Readout, Select, Slider, View, log_stops
-from models import collectives
+from models import collectives, fmt
 
 NUMBER = 3
 TITLE = "The collectives, as shapes"

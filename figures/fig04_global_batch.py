@@ -3,9 +3,9 @@ import math
 from collections import defaultdict
 from functools import lru_cache
 
-from figures import fmt, palette, svg
+from figures import palette, svg
 from figures.contract import Readout, Select, Slider, View
-from models import sampler
+from models import fmt, sampler
 
 NUMBER = 4
 TITLE = "Where a global batch comes from, and how a sampler breaks it"

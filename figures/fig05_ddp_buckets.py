@@ -1,7 +1,7 @@
 """Figure 05: gradient buckets firing during the backward pass (PyTorch DDP's bucketing rules)."""
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Slider, View, log_stops
-from models import ddp
+from models import ddp, fmt
 
 NUMBER = 5
 TITLE = "Gradient buckets firing during the backward pass"

@@ -1,7 +1,7 @@
 """Figure 06: the three resources a "free" overlap consumes -- link, SMs, HBM bandwidth."""
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Select, Slider, View, log_stops
-from models import hardware, overlap
+from models import fmt, hardware, overlap
 
 NUMBER = 6
 TITLE = "The three resources a \u201cfree\u201d overlap actually consumes"

@@ -1,10 +1,10 @@
 """Figure 07: adding GPUs does not add memory -- DDP's per-device bar stays put while N grows."""
 import math
 
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Select, Slider, View
 from figures.fig08_zero_ladder import MODEL_SIZES, PARTS
-from models import hardware, memory
+from models import fmt, hardware, memory
 
 NUMBER = 7
 TITLE = "Adding GPUs does not add memory"

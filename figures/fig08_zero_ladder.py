@@ -1,7 +1,7 @@
 """Figure 08: the ZeRO ladder — per-device model-state bytes for DDP and ZeRO-1/2/3."""
-from figures import fmt, palette
+from figures import palette
 from figures.contract import Readout, Select, Slider, View
-from models import memory
+from models import fmt, memory
 
 NUMBER = 8
 TITLE = "The ZeRO ladder"

@@ -1,9 +1,9 @@
 """Figure 09: one FSDP step drawn twice, without and with prefetch, from models.fsdp's schedule."""
 from functools import lru_cache
 
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Slider, Toggle, View
-from models import fsdp
+from models import fmt, fsdp
 
 NUMBER = 9
 TITLE = "FSDP with and without prefetch"

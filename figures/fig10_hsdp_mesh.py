@@ -2,9 +2,9 @@
 that carries the per-layer collectives (models.hsdp, models.memory)."""
 from functools import lru_cache
 
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Select, Slider, View, log_stops
-from models import hardware, hsdp
+from models import fmt, hardware, hsdp
 
 NUMBER = 10
 UNITS = 32  # FSDP units (transformer blocks) per step: each pays its collectives' latency once

@@ -1,9 +1,9 @@
 """Figure 11: one MLP or attention block on T ranks, every matrix printed as a heatmap."""
 from functools import lru_cache
 
-from figures import fmt, palette, svg
+from figures import palette, svg
 from figures.contract import Button, Readout, Select, Slider, View
-from models import tensor
+from models import fmt, tensor
 
 NUMBER = 11
 TITLE = "Column-parallel then row-parallel, block by block"

@@ -1,9 +1,9 @@
 """Figure 12: per-layer time as T grows, compute shrinking and AllReduces jumping at the node edge."""
 import math
 
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Select, Slider, View
-from models import hardware, tensor
+from models import fmt, hardware, tensor
 
 NUMBER = 12
 TITLE = "The tensor-parallel tax, on the fast fabric and off it"

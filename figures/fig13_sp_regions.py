@@ -1,7 +1,7 @@
 """Figure 13: a layer as a strip of TP and SP regions, and what each layout keeps in memory."""
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Select, Slider, Toggle, View
-from models import activations, tensor
+from models import activations, fmt, tensor
 
 NUMBER = 13
 TITLE = "Alternating layouts: TP regions and SP regions"

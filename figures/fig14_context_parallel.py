@@ -2,9 +2,9 @@
 from functools import lru_cache
 from itertools import groupby
 
-from figures import fmt, palette, svg
+from figures import palette, svg
 from figures.contract import Readout, Select, Slider, View
-from models import context, hardware
+from models import context, fmt, hardware
 
 NUMBER = 14
 TITLE = "Ring attention and Ulysses, side by side"

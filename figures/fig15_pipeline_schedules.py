@@ -3,9 +3,9 @@ import math
 from functools import lru_cache
 from operator import itemgetter
 
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Slider, View
-from models import pipeline
+from models import fmt, pipeline
 
 NUMBER = 15
 TITLE = "Four pipeline schedules on one clock"

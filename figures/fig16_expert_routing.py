@@ -1,9 +1,9 @@
 """Figure 16: one rank's tokens routed to experts, capacity and drops, the two All-to-Alls, router collapse."""
 import math
 
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Button, Readout, Select, Slider, View
-from models import experts
+from models import experts, fmt
 
 NUMBER = 16
 TITLE = "Token routing, capacity, and the two all-to-alls"

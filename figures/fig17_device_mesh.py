@@ -4,8 +4,9 @@ import math
 from bisect import bisect_left
 from functools import lru_cache
 
-from figures import fmt, html, svg
+from figures import html, svg
 from figures.contract import Readout, Select, Slider, View
+from models import fmt
 from models.mesh import AXES, GROUP_AXES, Mesh, axis_crosses_node, group_ranks, nodes_of
 
 NUMBER = 17

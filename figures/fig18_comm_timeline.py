@@ -1,8 +1,8 @@
 """Figure 18: one device's training step, with a lane per strategy showing where its
 collectives fire and which part of them the compute has to wait for."""
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Select, Slider, Toggle, View
-from models import hardware, shapes, strategies
+from models import fmt, hardware, shapes, strategies
 from models import step_timeline as model
 
 NUMBER = 18

@@ -1,8 +1,8 @@
 """Figure 19: the decision tree. Describe a model and a GPU budget; the ladder lights the
 first question that fails and the least communication-heavy axis that fixes it."""
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Select, Slider, View
-from models import hardware, ladder, shapes, strategies
+from models import fmt, hardware, ladder, shapes, strategies
 
 NUMBER = 19
 TITLE = "The decision tree"

@@ -1,8 +1,8 @@
 """Figure 20: one toy model cut seven ways, in seven panels stepping through one training
 step in lock-step: what each device holds, which devices compute, what is on the wire."""
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Play, Readout, Select, Slider, View
-from models import memory, strategies, tour
+from models import fmt, memory, strategies, tour
 
 NUMBER = 20
 TITLE = "The same seven strategies, as one moving picture"

@@ -2,9 +2,9 @@
 from collections import OrderedDict
 from functools import lru_cache
 
-from figures import fmt, html, svg
+from figures import html, svg
 from figures.contract import Number, Readout, Select, View
-from models import hardware, planner
+from models import fmt, hardware, planner
 
 NUMBER = 21
 TITLE = "The planner lab"

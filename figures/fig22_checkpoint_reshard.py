@@ -3,9 +3,9 @@
 import math
 from functools import lru_cache
 
-from figures import fmt, palette, svg
+from figures import palette, svg
 from figures.contract import Readout, Select, Slider, Toggle, View, log_stops
-from models import checkpoint, hardware
+from models import checkpoint, fmt, hardware
 
 NUMBER = 22
 FILESYSTEM_BYTES_PER_S = 100e9  # the parallel file system's aggregate write bandwidth

@@ -2,9 +2,9 @@
 import math
 from functools import lru_cache
 
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Readout, Slider, View
-from models import hardware, scaling
+from models import fmt, hardware, scaling
 
 NUMBER = 23
 TITLE = "Strong scaling, weak scaling, and the critical batch size"

@@ -1,9 +1,9 @@
 """Figure 24: how a distributed run hangs: four ranks, their pending collectives, the watchdog."""
 from functools import lru_cache
 
-from figures import fmt, html, svg
+from figures import html, svg
 from figures.contract import Readout, Select, Slider, View
-from models import reliability
+from models import fmt, reliability
 
 NUMBER = 24
 TITLE = "How a distributed run hangs"

@@ -1,9 +1,9 @@
 """Figure 25: the straggler tax: a synchronous step waits for the slowest of N ranks."""
 import math
 
-from figures import fmt, svg
+from figures import svg
 from figures.contract import Button, Readout, Slider, View
-from models import reliability
+from models import fmt, reliability
 
 NUMBER = 25
 TITLE = "The straggler tax"

@@ -4,7 +4,7 @@ from html import escape
 from functools import lru_cache
 from re import compile as _regex
 
-from figures.fmt import decimal  # coordinates: two decimals are sub-pixel
+from models.fmt import decimal  # coordinates: two decimals are sub-pixel
 
 _NEEDS_ESCAPE = _regex("[&<>\"']|[^\\x00-\\x7f]").search
 

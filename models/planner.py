@@ -33,8 +33,7 @@ attention). Calibrated only against the published cases (docs/MODELS.md, "Planne
 import math
 from dataclasses import dataclass, fields, replace
 
-from figures import fmt  # the one place numbers are written for readers (display only)
-from models import collectives, hardware, memory, overlap
+from models import collectives, fmt, hardware, memory, overlap
 from models._validate import choice, divides, non_negative_int, positive, positive_int
 
 __all__ = [

@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from figures import fig15_pipeline_schedules as fig15, fmt, palette, registry
-from models import memory, pipeline
+from figures import fig15_pipeline_schedules as fig15, palette, registry
+from models import fmt, memory, pipeline
 from tests.figure_views import SVG, readouts
 from tests.test_svg import bars, numbers_drawn
 

@@ -4,8 +4,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from figures import fmt, registry
-from models import collectives, cuts, reliability
+from figures import registry
+from models import collectives, cuts, fmt, reliability
 from models.mesh import Mesh
 from tests.figure_views import SVG, paths, readouts, view
 from tests.published_cases import published_cases

@@ -172,7 +172,8 @@ def test_07_bars_do_not_move_with_n_and_only_the_job_panel_does():
 # --- shared helpers these figures added -------------------------------------------------------
 
 def test_round_ticks_and_time_axis():
-    from figures import fmt, svg
+    from figures import svg
+    from models import fmt
     assert svg.ticks(0, 10.87, 6) == (0.0, 2.5, 5.0, 7.5, 10.0)
     assert svg.ticks(0, 0.2204, 6) == (0.0, 0.05, 0.1, 0.15, 0.2)
     assert svg.ticks(0, 1, 6) == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)

@@ -5,8 +5,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from figures import fmt, registry
-from models import experts
+from figures import registry
+from models import experts, fmt
 from models.mesh import GROUP_AXES, Mesh, axis_crosses_node, group_ranks
 from tests.figure_views import SVG, path_data, rank_targets, readouts
 

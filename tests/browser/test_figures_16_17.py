@@ -4,9 +4,9 @@ chosen by slider (and by clicking its square), and a link restores a state."""
 
 import pytest
 
-from figures import fmt, registry
+from figures import registry
 from figures.contract import encode_state
-from models import experts
+from models import experts, fmt
 from models.mesh import Mesh, group_ranks
 
 from tests.browser.drive import follow_link, assert_shows, move_and_check, press, read_state, readouts, set_control, settle
