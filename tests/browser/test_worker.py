@@ -111,6 +111,40 @@ def test_a_step_to_a_state_sent_ahead_paints_in_the_inputs_own_task(session):
         assert_shows(page, FIFTEEN, target)
 
 
+PICK = """([anchor, key, value]) => {
+  const figure = document.getElementById(anchor);
+  const menu = figure.querySelector(`[data-control=${key}]`);
+  menu.value = value;
+  menu.dispatchEvent(new Event('input', {bubbles: true}));
+  return {fragment: figure.dataset.fragment, busy: figure.hasAttribute('data-busy')};
+}"""
+
+
+def test_the_planner_labs_next_states_are_searched_ahead_and_painted_at_once(session):
+    """Each of Figure 21's states costs whole planner searches (tens of ms in Pyodide).
+    The worker searches the states one menu change away ahead, in slices between calls:
+    picking one (another model; a pinned ZeRO stage) paints it in the input's own task,
+    with the numbers CPython computes."""
+    page = session.page
+    lab = registry()[21]
+    page.evaluate(f"document.getElementById('{lab.anchor}').scrollIntoView()")
+    set_control(page, lab, "batch", 1024)  # the reader is at the lab: render ahead from here
+    start = read_state(page, lab)
+    ahead = nearby_states(lab, start, 64)
+    model_change = next(s for s in ahead if s["model"] != start["model"])
+    zero_pinned = next(s for s in ahead if s["zero"] != start["zero"])
+    for target in (model_change, zero_pinned):
+        needed = ahead.index(target) + 2  # the worker counts a state when it starts on it
+        page.wait_for_function("([anchor, around, needed]) => { const f = document.getElementById(anchor); "
+                               "return f.dataset.aheadOf === around && Number(f.dataset.ahead) >= needed; }",
+                               arg=[lab.anchor, encode_state(lab, start), needed], timeout=60_000)
+        key = next(k for k in target if target[k] != start[k])
+        shown = page.evaluate(PICK, [lab.anchor, key, str(target[key])])
+        assert shown == {"fragment": encode_state(lab, target), "busy": False}, key
+        assert_shows(page, lab, target)
+        set_control(page, lab, key, start[key])  # back: painted from the view it came from
+
+
 def test_a_drag_past_the_last_rank_paints_each_step_at_once(session):
     """Figure 01 on 16 GPUs: the rank slider reads 16, 17, ... past the last rank, and
     each such reading selects rank 15. The worker sent those readings ahead as aliases of
