@@ -349,8 +349,9 @@ class Figure:
 def nearby_states(figure, state, limit):
     """The states one control change away from ``state``, nearest first: one step along
     every control, then two steps, and so on to the ends of each range (a typed number's
-    values after every other control's); at most ``limit``. What a reader reaches next by dragging a slider, clicking its track or
-    picking another option, so the runtime renders them ahead while the reader is idle."""
+    values after every other control's); at most ``limit``. What a reader reaches next
+    by dragging a slider, clicking its track or picking another option, so the runtime
+    renders them ahead while the reader is idle."""
     return [valid for _, valid in nearby_moves(figure, state, limit, aliases=0)]
 
 

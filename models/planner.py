@@ -39,8 +39,9 @@ from models._validate import choice, divides, non_negative_int, positive, positi
 __all__ = [
     "GEMM_EFFICIENCY", "ATTENTION_EFFICIENCY", "ELEMENTWISE_TRAFFIC", "COLLECTIVE_EFFICIENCY", "USABLE_HBM_FRACTION",
     "PARAM_BYTES", "GRAD_BYTES", "OPTIMIZER_BYTES", "ADAM_STEP_BYTES", "RECOMPUTE_OPTIONS", "SCHEDULES",
-    "Transformer", "Cluster", "Plan", "Estimate", "Candidate", "Search", "predict", "search", "recommend",
-    "explain", "train_time_s", "MODELS", "CLUSTERS", "model_preset", "cluster_preset", "USUAL_NETWORK",
+    "Transformer", "Cluster", "Plan", "Estimate", "Candidate", "Search", "predict", "search", "search_steps",
+    "run_steps", "recommend", "explain", "train_time_s", "MODELS", "CLUSTERS", "model_preset", "cluster_preset",
+    "USUAL_NETWORK",
 ]
 
 # ---- the named constants (each justified in docs/MODELS.md, "Planner") ------------------
