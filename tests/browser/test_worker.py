@@ -75,20 +75,24 @@ def test_a_fast_drag_coalesces_and_never_paints_a_stale_state(session):
     assert_shows(page, FIFTEEN, final)
 
 
-def wait_for_views_around(page, figure):
-    """Until the worker has sent the page the views one step from the figure's state."""
-    around = encode_state(figure, read_state(page, figure))
-    steps = len(nearby_states(figure, read_state(page, figure), 4))
-    page.wait_for_function("([anchor, around, steps]) => { const f = document.getElementById(anchor); "
-                           "return f.dataset.aheadOf === around && Number(f.dataset.ahead) >= steps; }",
-                           arg=[figure.anchor, around, steps], timeout=30_000)
+def wait_for_views_around(page, figure, count=None, timeout_ms=30_000):
+    """Until the worker has sent the page the views one step from the figure's state
+    (or ``count`` states on from it, nearest first: it counts a state when it starts on
+    it, so the one before is sent)."""
+    state = read_state(page, figure)
+    count = len(nearby_states(figure, state, 4)) if count is None else count
+    page.wait_for_function("([anchor, around, count]) => { const f = document.getElementById(anchor); "
+                           "return f.dataset.aheadOf === around && Number(f.dataset.ahead) >= count; }",
+                           arg=[figure.anchor, encode_state(figure, state), count], timeout=timeout_ms)
 
 
-STEP = """([anchor, key, position]) => {
+# Set a control's reading (a slider's position, a menu's value) as the reader does, and
+# report what the figure shows when the input's own task has ended.
+STEP = """([anchor, key, reading]) => {
   const figure = document.getElementById(anchor);
-  const slider = figure.querySelector(`[data-control=${key}]`);
-  slider.value = position;
-  slider.dispatchEvent(new Event('input', {bubbles: true}));
+  const control = figure.querySelector(`[data-control=${key}]`);
+  control.value = reading;
+  control.dispatchEvent(new Event('input', {bubbles: true}));
   return {fragment: figure.dataset.fragment, busy: figure.hasAttribute('data-busy')};
 }"""
 
@@ -111,15 +115,6 @@ def test_a_step_to_a_state_sent_ahead_paints_in_the_inputs_own_task(session):
         assert_shows(page, FIFTEEN, target)
 
 
-PICK = """([anchor, key, value]) => {
-  const figure = document.getElementById(anchor);
-  const menu = figure.querySelector(`[data-control=${key}]`);
-  menu.value = value;
-  menu.dispatchEvent(new Event('input', {bubbles: true}));
-  return {fragment: figure.dataset.fragment, busy: figure.hasAttribute('data-busy')};
-}"""
-
-
 def test_the_planner_labs_next_states_are_searched_ahead_and_painted_at_once(session):
     """Each of Figure 21's states costs whole planner searches (tens of ms in Pyodide).
     The worker searches the states one menu change away ahead, in slices between calls:
@@ -134,12 +129,9 @@ def test_the_planner_labs_next_states_are_searched_ahead_and_painted_at_once(ses
     model_change = next(s for s in ahead if s["model"] != start["model"])
     zero_pinned = next(s for s in ahead if s["zero"] != start["zero"])
     for target in (model_change, zero_pinned):
-        needed = ahead.index(target) + 2  # the worker counts a state when it starts on it
-        page.wait_for_function("([anchor, around, needed]) => { const f = document.getElementById(anchor); "
-                               "return f.dataset.aheadOf === around && Number(f.dataset.ahead) >= needed; }",
-                               arg=[lab.anchor, encode_state(lab, start), needed], timeout=60_000)
+        wait_for_views_around(page, lab, count=ahead.index(target) + 2, timeout_ms=60_000)
         key = next(k for k in target if target[k] != start[k])
-        shown = page.evaluate(PICK, [lab.anchor, key, str(target[key])])
+        shown = page.evaluate(STEP, [lab.anchor, key, str(target[key])])
         assert shown == {"fragment": encode_state(lab, target), "busy": False}, key
         assert_shows(page, lab, target)
         set_control(page, lab, key, start[key])  # back: painted from the view it came from
