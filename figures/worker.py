@@ -19,8 +19,10 @@ up to ``VIEW_CACHE_SIZE`` per figure). While no call is waiting, the worker rend
 ahead the states one control change away from where the reader is (first the figure
 last touched, then those in view), one state per event-loop turn and only after a
 pause in the page's calls (a longer one for the figures the reader is not using), so a
-call rarely waits behind a render. During a drag it
-renders at once the next states along the drag (same slider: one and two strides on).
+call rarely waits behind a render. A figure that declares ``prepare`` (the planner lab,
+whose one state is whole searches) is prepared a PREPARE_SLICE_S slice per turn, then
+rendered. During a drag it renders at once the next states along the drag (same
+slider: one and two strides on).
 
 Each view rendered ahead is posted to the page with its *readings key*: the control
 readings that select exactly that state. The page keeps these views, and when the
@@ -457,7 +459,8 @@ class Worker:
         """Collect cycles (automatic collection is off, ``serve``) once the loop is idle
         after any work, or after COLLECT_EVERY calls and turns whatever it is doing.
         True if it collected."""
-        self.uncollected += not idle
+        if not idle:
+            self.uncollected += 1  # this turn
         if not self.uncollected or (not idle and self.uncollected < COLLECT_EVERY):
             return False
         self.uncollected = 0
