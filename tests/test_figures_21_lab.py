@@ -2,14 +2,14 @@
 the estimate's parts, bad input stays next to its field or in the note, and the exports
 and the validation table are the planner's own."""
 import re
-import sys
 import time
 import xml.etree.ElementTree as ET
+from collections import OrderedDict
 from html import unescape
 
 import pytest
 
-from figures import registry
+from figures import fig21_planner_lab, registry
 from models import planner
 from tests.figure_views import SVG, readouts
 
@@ -145,26 +145,22 @@ def test_a_repaint_is_cheap():
     assert (time.perf_counter() - started) / 5 < 0.05  # a cached search: the render itself is a few ms
 
 
-def test_the_lab_is_prepared_ahead_in_slices_keeping_the_readers_pair():
+def test_the_lab_is_prepared_ahead_in_slices_keeping_the_readers_pair(monkeypatch):
     """The worker renders the lab ahead by running ``prepare`` a few steps at a time: a
     MoE model's searches take hundreds of steps; the render after them searches nothing
     and draws what a cold render draws; the planner keeps the reader's pair, not the one
     prepared ahead."""
-    fig21 = sys.modules[FIGURE.render.__module__]
     view()  # the reader is at the default: GPT-3 on 1024 A100s
     reader = list(planner._contexts)
     state = FIGURE.validate_state({**DEFAULT, "model": "mixtral-8x7b", "tp": 2})
-    fig21._searches.clear()
+    monkeypatch.setattr(fig21_planner_lab, "_searches", OrderedDict())  # nothing searched yet
     steps = sum(1 for _ in FIGURE.prepare(state))
     assert steps > 300
     assert list(planner._contexts) == reader
-    searched = planner.search_steps
-    try:
-        planner.search_steps = None  # a render after prepare must not search
+    with monkeypatch.context() as searching:
+        searching.setattr(planner, "search_steps", None)  # a render after prepare must not search
         prepared = FIGURE.render(state)
-    finally:
-        planner.search_steps = searched
-    fig21._searches.clear()
+    monkeypatch.setattr(fig21_planner_lab, "_searches", OrderedDict())
     assert prepared == FIGURE.render(state)
     assert sum(1 for _ in FIGURE.prepare(state)) == 0  # prepared already: nothing to do
     # no plan: a model that cannot be built prepares nothing; a pin no layout takes raises

@@ -4,14 +4,13 @@ import asyncio
 import gc
 import json
 import re
-import sys
 import threading
 from collections import OrderedDict
 from pathlib import Path
 
 import pytest
 
-from figures import registry
+from figures import fig21_planner_lab, registry
 from figures.contract import Number, Slider, Toggle, nearby_states
 from figures import worker as worker_module
 from figures.worker import CALLS, FigureSession, Worker, serve
@@ -257,7 +256,7 @@ def test_the_planner_lab_is_rendered_ahead_a_slice_per_turn(monkeypatch):
     views that come out are the answers a call gives."""
     monkeypatch.setattr(worker_module, "PREPARE_SLICE_S", 0.0)
     lab = registry()[21]
-    monkeypatch.setattr(sys.modules[lab.render.__module__], "_searches", OrderedDict())  # nothing searched yet
+    monkeypatch.setattr(fig21_planner_lab, "_searches", OrderedDict())  # nothing searched yet
     session = FigureSession(lab)
     session.answer(lab.default_state())
     session.plan_ahead(lab.default_state())
