@@ -113,6 +113,14 @@ def test_pyodide_stdlib_is_repacked_stored_with_the_same_files(built):
         assert repacked.read(info.filename) == shipped.read(info)
 
 
+def test_plotly_is_vendored_unchanged_behind_the_eager_compile_hint(built):
+    shipped = (build.NODE_MODULES / build.PLOTLY_PACKAGE / build.PLOTLY_FILE).read_bytes()
+    vendored = next(built.glob("vendor/plotly-*/" + build.PLOTLY_FILE)).read_bytes()
+    # V8 reads the hint only as the file's first line
+    assert vendored.split(b"\n", 1)[0] == b"//# allFunctionsCalledOnLoad"
+    assert vendored.split(b"\n", 1)[1] == shipped
+
+
 def test_server_sends_compressed_copies_to_browsers_that_accept_them(built):
     server = build.make_server(built, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
