@@ -11,10 +11,10 @@ import build
 from figures import registry
 from tests.browser.harness import PageSession
 
-# Recorded from the first script on the page: what was held at DOMContentLoaded, how
-# many tasks (one MutationObserver delivery per task) marked blocks shown, and, for each
-# held chapter, how many tasks of our own (a MessageChannel ping-pong while the page
-# loads) had run when the parser reached it.
+# Recorded from the first script on the page: what was held (and what the page said of
+# Python) at DOMContentLoaded, how many tasks (one MutationObserver delivery per task)
+# marked blocks shown, and, for each held chapter, how many tasks of our own (a
+# MessageChannel ping-pong while the page loads) had run when the parser reached it.
 RECORD = """
 window.__reveal = {deliveries: 0, tick: 0, chapterTicks: []};
 const ticker = new MessageChannel();
@@ -37,6 +37,7 @@ document.addEventListener('DOMContentLoaded', () => {
     laidOut: held.filter(block => block.getClientRects().length).length,
     fields: document.querySelectorAll('.chapter[data-held] [data-control]').length,
     firstChapterShown: document.querySelector('.chapter:not([data-held]) p').getClientRects().length > 0,
+    python: document.documentElement.dataset.python,
   };
 });
 """
@@ -58,6 +59,10 @@ def test_the_article_is_held_at_first_and_shown_in_many_short_steps(browser, bas
         assert at_load["flag"] and at_load["firstChapterShown"]
         assert at_load["held"] > 300 and at_load["laidOut"] == 0, at_load
         assert at_load["fields"] == 0, "controls are stamped from their templates, not parsed as markup"
+        # playbook.js (a deferred script) starts in a task after the one where parsing
+        # ends, which also lays out the parser's last additions and fires
+        # DOMContentLoaded: as the baked page says, Python is not loading yet.
+        assert at_load["python"] == "static"
         assert page.evaluate("window.__reveal.deliveries") >= 20  # many tasks, not one
         # The parser yields between held chapters (build.PARSER_YIELD): other tasks run
         # while the last half of the article is parsed, which Chromium otherwise parses
@@ -88,16 +93,19 @@ def test_a_link_into_held_text_lands_on_its_target(browser, base_url, site):
 def test_a_contents_link_followed_while_the_article_is_held_shows_its_target_first(browser, base_url):
     session = PageSession(browser, base_url)
     try:
-        # At DOMContentLoaded nothing after the first chapters is shown yet: follow the
-        # contents' last link then, as a quick reader would.
-        session.page.add_init_script("""document.addEventListener('DOMContentLoaded', () => {
+        # When playbook.js has started (Python "loading") nothing after the first chapters
+        # is shown yet: follow the contents' last link then, as a quick reader would.
+        session.page.add_init_script("""const started = new MutationObserver(() => {
+            if (document.documentElement.dataset.python !== 'loading') return;
+            started.disconnect();
             const link = [...document.querySelectorAll('.toc a')].pop();
             const target = document.getElementById(link.hash.slice(1));
             window.__before = target.getClientRects().length;
             link.click();
             window.__after = target.getClientRects().length;
             window.__target = link.hash;
-        });""")
+        });
+        started.observe(document, {attributes: true, subtree: true, attributeFilter: ['data-python']});""")
         page = session.open("/")
         assert page.evaluate("[window.__before, window.__after]") == [0, 1]
         assert in_view(page, page.evaluate("window.__target"))  # and still there once all is shown
