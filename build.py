@@ -46,12 +46,18 @@ NODE_MODULES = ROOT / "node_modules"
 PYTHON_PACKAGES = ("models", "figures")
 
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
-PLOTLY_PACKAGE = "plotly.js-cartesian-dist-min"
-PLOTLY_FILE = "plotly-cartesian.min.js"
+# plotly.js's smallest prebuilt bundle: bar, pie and scatter traces (the figures draw bars;
+# tests/test_figures_render.py checks that every chart's traces are among these). The
+# cartesian bundle's ten more trace types made its load one main-thread task of 330-490
+# ms here, against 35 ms (its first chart then takes 110-180 ms, against 45-75).
+PLOTLY_PACKAGE = "plotly.js-basic-dist-min"
+PLOTLY_FILE = "plotly-basic.min.js"
+PLOTLY_TRACES = ("bar", "pie", "scatter")
 # V8's explicit compile hint (Chrome 136+; a comment elsewhere): compile every function
 # of the file while it streams in, on a background thread. plotly.js runs most of its
 # functions as it loads and on its first chart; compiled lazily, on the main thread,
-# that made its load one task of 690-960 ms here, and 380-500 ms with the hint.
+# that made the cartesian bundle's load and first chart 690-960 ms here, and 380-500 ms
+# with the hint.
 EAGER_COMPILE_HINT = b"//# allFunctionsCalledOnLoad\n"
 
 MIME_TYPES = {

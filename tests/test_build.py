@@ -119,6 +119,9 @@ def test_plotly_is_vendored_unchanged_behind_the_eager_compile_hint(built):
     # V8 reads the hint only as the file's first line
     assert vendored.split(b"\n", 1)[0] == b"//# allFunctionsCalledOnLoad"
     assert vendored.split(b"\n", 1)[1] == shipped
+    # the traces the figures may use (tests/test_figures_render.py) are the bundle's own
+    readme = (build.NODE_MODULES / build.PLOTLY_PACKAGE / "README.md").read_text()
+    assert set(re.findall(r"`(\w+)`", re.search(r"Contains trace modules (.*)\.", readme).group(1))) == set(build.PLOTLY_TRACES)
 
 
 def test_server_sends_compressed_copies_to_browsers_that_accept_them(built):

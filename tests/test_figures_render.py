@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 import plotly.graph_objects as go
 import pytest
 
+import build
 from figures import registry
 from figures.contract import Number, Play, Slider, decode_fragment, encode_state, nearby_states
 
@@ -29,6 +30,8 @@ def check_view(figure, view):
         assert "nan" not in view.svg.lower().replace("nano", "")
     if view.plot:
         go.Figure(view.plot)  # raises on any property plotly.js would not understand
+        # the vendored bundle draws only these; any other trace would stay blank in the page
+        assert {trace.get("type", "scatter") for trace in view.plot["data"]} <= set(build.PLOTLY_TRACES)
     assert view.readouts, "a figure must report its key numbers"
     assert len(view.alt) >= 40 and "nan" not in view.alt.lower().replace("nano", ""), "a figure must describe its drawing (View.alt)"
     for readout in view.readouts:
