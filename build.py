@@ -48,7 +48,7 @@ PYTHON_PACKAGES = ("models", "figures")
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 # plotly.js's smallest prebuilt bundle: bar, pie and scatter traces (the figures draw bars;
 # tests/test_figures_render.py checks that every chart's traces are among these). The
-# cartesian bundle's ten more trace types made its load one main-thread task of 330-490
+# cartesian bundle's nine more trace types made its load one main-thread task of 330-490
 # ms here, against 35 ms (its first chart then takes 110-180 ms, against 45-75).
 PLOTLY_PACKAGE = "plotly.js-basic-dist-min"
 PLOTLY_FILE = "plotly-basic.min.js"
