@@ -146,17 +146,16 @@ def vendor_runtime(dist):
         _copy(NODE_MODULES / "pyodide" / name, dist / pyodide / name)
     stdlib = dist / pyodide / "python_stdlib.zip"
     stdlib.write_bytes(stored_zip(stdlib.read_bytes()))
-    _copy(NODE_MODULES / PLOTLY_PACKAGE / PLOTLY_FILE, dist / plotly / PLOTLY_FILE)
-    chart_script = dist / plotly / PLOTLY_FILE
-    chart_script.write_bytes(EAGER_COMPILE_HINT + chart_script.read_bytes())
+    _copy(NODE_MODULES / PLOTLY_PACKAGE / PLOTLY_FILE, dist / plotly / PLOTLY_FILE, prefix=EAGER_COMPILE_HINT)
     return Runtime(pyodide_dir=pyodide, plotly_file=f"{plotly}/{PLOTLY_FILE}")
 
 
-def _copy(source, target):
+def _copy(source, target, prefix=b""):
+    """``source`` to ``target``, behind ``prefix`` (bytes) if given."""
     if not source.exists():
         raise BuildError(f"{source}: missing; run `npm ci` first")
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, target)
+    target.write_bytes(prefix + source.read_bytes())
 
 
 def python_archive():
