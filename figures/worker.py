@@ -418,19 +418,24 @@ class Worker:
         return _dumps(view["plot"])
 
     def _next_ahead(self):
-        """The session to render ahead for next: the figure last touched, then (once the
-        reader has left it alone for QUIET_OTHERS_S) those in view. Returns (session or
-        None, seconds to wait before another may be due)."""
-        touched = self.touched[-1:]
-        for number in touched:
-            if self.sessions[number].has_upcoming:
-                return self.sessions[number], 0.0
-        wait = self.last_call + QUIET_OTHERS_S - time.monotonic() if touched else 0.0
-        for number in reversed(self.watched):
-            session = self.sessions[number]
-            if session.has_upcoming:
-                return (None, wait) if wait > 0 else (session, 0.0)
-        return None, 0.0
+        """The session to render ahead for next: the figure last touched while the reader
+        uses it; once the reader has left it alone for QUIET_OTHERS_S, whichever of it and
+        those in view has the fewest states rendered around the reader's (the last touched
+        first on a tie). The figure a reader scrolls to next then gets its nearest states
+        first, not after the one left behind has rendered all of its own (the planner
+        lab's: minutes of searches). Returns (session or None, seconds to wait before
+        another may be due)."""
+        last = self.sessions[self.touched[-1]] if self.touched else None
+        wait = self.last_call + QUIET_OTHERS_S - time.monotonic() if last else 0.0
+        if last and last.has_upcoming and wait > 0:
+            return last, 0.0
+        due = [session for session in [last] + [self.sessions[n] for n in reversed(self.watched)]
+               if session and session.has_upcoming]
+        if not due:
+            return None, 0.0
+        if wait > 0:
+            return None, wait
+        return min(due, key=lambda session: session.ahead), 0.0
 
     def _dragged(self):
         """The figure last touched, if the state next along the reader's drag is due."""

@@ -249,6 +249,36 @@ def test_figures_in_view_are_rendered_ahead_only_once_the_reader_leaves_the_one_
     assert numbers == [[8], [4, 8]]
 
 
+def test_once_the_reader_leaves_a_figure_alone_the_one_in_view_with_fewest_states_ahead_goes_first(monkeypatch):
+    """A reader tries the planner lab (Figure 21), whose states ahead are whole searches,
+    then scrolls on to Figure 22. Once the lab has been left alone for QUIET_OTHERS_S,
+    Figure 22 gets states rendered ahead while the lab still has searches to go: before,
+    the figure last touched kept the worker until its last state ahead was rendered."""
+    monkeypatch.setattr(worker_module, "QUIET_OTHERS_S", 0.3)
+    monkeypatch.setattr(fig21_planner_lab, "_searches", OrderedDict())  # nothing searched yet
+    posted = []
+    worker = Worker(posted.append)
+    lab = registry()[21]
+    seen = []
+
+    def ahead_for(number):
+        return sum(1 for m in posted if isinstance(m, str) and f'"type":"view","number":{number},' in m)
+
+    async def run():
+        task = asyncio.ensure_future(worker.render_ahead())
+        worker.update(21, "{}", "{}", json.dumps(lab.default_state()))
+        worker.watch("[21, 22]")
+        await asyncio.sleep(1.2)
+        seen.append((ahead_for(21), ahead_for(22), worker.sessions[21].has_upcoming))
+        task.cancel()
+
+    thread = threading.Thread(target=asyncio.run, args=(run(),))
+    thread.start()
+    thread.join()
+    [(lab_views, next_views, lab_still_busy)] = seen
+    assert lab_still_busy and next_views >= 3, seen
+
+
 def test_the_planner_lab_is_rendered_ahead_a_slice_per_turn(monkeypatch):
     """Figure 21's states one change away each cost whole searches (tens of ms in CPython,
     over 100 in Pyodide). The worker prepares each a slice per turn (here: one step), so
