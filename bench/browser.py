@@ -26,6 +26,7 @@ Prints:
      the table gives the median over pages of each page's p50 and p95, then each page's
      p95, the longest main-thread task seen during the moves, and the share of moves the
      page painted from a view the worker had sent ahead (no call at all).
+  3. the targets these numbers are held to (issue 11), each with whether they meet it.
 Not part of the test suite: numbers depend on the machine.
 """
 import argparse
@@ -260,6 +261,7 @@ def main():
     if loads:
         print_loads(loads, args.runs)
     print_moves(pages, patterns, args, errors)
+    print_targets(loads, pages)
 
 
 def print_loads(loads, runs):
@@ -297,6 +299,43 @@ def print_moves(pages, patterns, args, errors):
             print(f"{number:>7} " + " ".join(cells) + f" {worst:>7.1f} {longest:>10.0f} {kept:>4.0f}%")
     if errors:
         print(f"WARNING: {errors} figures in the error state after the moves")
+
+
+# Issue 11's targets, which the numbers above are held to (bench numbers, not timed tests).
+TARGET_MB, TARGET_LIVE_RATIO, TARGET_TASK_MS = 6.5, 1.3, 50
+TARGET_P95_MS = {"svg": 16, "chart": 33}  # input to painted frame; "chart": a figure drawn by Plotly
+
+
+def print_targets(loads, pages):
+    print()
+    print("Targets")
+    if loads:
+        sent, ratios = [row[2] for row in loads], [row[1] / row[5] for row in loads]
+        slow = sorted(round(row[3]) for row in loads if row[3] > TARGET_TASK_MS)
+        print(f"  bytes until all live <= {TARGET_MB} MB: {'met' if max(sent) <= TARGET_MB else 'NOT met'}"
+              f" (at most {max(sent):.2f} MB)")
+        print(f"  all live <= {TARGET_LIVE_RATIO} x floor: median {statistics.median(ratios):.2f};"
+              f" {sum(ratio <= TARGET_LIVE_RATIO for ratio in ratios)} of {len(ratios)} loads within")
+        print(f"  no task over {TARGET_TASK_MS} ms from first paint to all live: {len(loads) - len(slow)} of {len(loads)}"
+              f" loads" + (f" (the others: {', '.join(map(str, slow))} ms)" if slow else ""))
+    drag_tasks = [entry[1] for page in pages.get("drag", ()) for entries in page.values() for entry in entries]
+    if drag_tasks:
+        print(f"  no task over {TARGET_TASK_MS} ms during a drag: {'met' if max(drag_tasks) <= TARGET_TASK_MS else 'NOT met'}"
+              f" (longest {max(drag_tasks):.0f} ms)")
+    over, measured = [], 0
+    for number, figure in sorted(registry().items()):
+        budget = TARGET_P95_MS["chart" if figure.render(figure.default_state()).plot is not None else "svg"]
+        for name in ("drag", "jump"):
+            runs = [[entry[0] for entry in page[number]] for page in pages.get(name, ()) if page.get(number)]
+            if runs:
+                measured += 1
+                p95 = statistics.median(percentile(run, 0.95) for run in runs)
+                if p95 > budget:
+                    over.append(f"{number} {name} {p95:.1f} ms")
+    if measured:
+        print(f"  drags and jumps, p95 to the painted frame <= {TARGET_P95_MS['svg']} ms (SVG),"
+              f" <= {TARGET_P95_MS['chart']} ms (Plotly): {measured - len(over)} of {measured} within"
+              + (f"; over: {', '.join(over)}" if over else ""))
 
 
 if __name__ == "__main__":
