@@ -320,7 +320,8 @@ class Worker:
         self.known = figures.module_names()  # every figure; each imported when first needed
         self.sessions = {}
         self.touched = []  # figure numbers, most recently touched last
-        self.watched = []  # figure numbers in view
+        self.watched = []  # figure numbers in view, or within 1500 px of it
+        self.on_screen = None  # figure numbers on screen (None: the page has not said)
         self.waiter = None  # what the render-ahead loop awaits while idle
         self.last_report = {}
         self.last_call = 0.0
@@ -393,9 +394,13 @@ class Worker:
         self._touch(session, session.state_from(state_json), raw)
         return ""
 
-    def watch(self, numbers_json):
-        """The figures now in view: rendered ahead after the one last touched."""
+    def watch(self, numbers_json, on_screen_json=None):
+        """The figures now in view (or near it): rendered ahead after the one last touched;
+        and those on screen, if the page says: once the last touched is not among them,
+        the reader has left it, and the others need not wait for QUIET_OTHERS_S."""
         self.watched = [int(n) for n in json.loads(numbers_json) if int(n) in self.known]
+        if on_screen_json is not None:
+            self.on_screen = {int(n) for n in json.loads(on_screen_json)}
         for number in self.watched:
             session = self._session(number)
             if session.center is None:
@@ -419,14 +424,15 @@ class Worker:
 
     def _next_ahead(self):
         """The session to render ahead for next: the figure last touched while the reader
-        uses it; once the reader has left it alone for QUIET_OTHERS_S, whichever of it and
-        those in view has the fewest states rendered around the reader's (the last touched
-        first on a tie). The figure a reader scrolls to next then gets its nearest states
-        first, not after the one left behind has rendered all of its own (the planner
-        lab's: minutes of searches). Returns (session or None, seconds to wait before
-        another may be due)."""
+        uses it; once the reader has left it alone for QUIET_OTHERS_S, or scrolled it off
+        screen, whichever of it and those in view has the fewest states rendered around
+        the reader's (the last touched first on a tie). The figure a reader scrolls to
+        next then gets its nearest states first, not after the one left behind has
+        rendered all of its own (the planner lab's: minutes of searches). Returns
+        (session or None, seconds to wait before another may be due)."""
         last = self.sessions[self.touched[-1]] if self.touched else None
-        wait = self.last_call + QUIET_OTHERS_S - time.monotonic() if last else 0.0
+        in_use = last is not None and (self.on_screen is None or last.figure.number in self.on_screen)
+        wait = self.last_call + QUIET_OTHERS_S - time.monotonic() if in_use else 0.0
         if last and last.has_upcoming and wait > 0:
             return last, 0.0
         due = [session for session in [last] + [self.sessions[n] for n in reversed(self.watched)]

@@ -279,6 +279,36 @@ def test_once_the_reader_leaves_a_figure_alone_the_one_in_view_with_fewest_state
     assert lab_still_busy and next_views >= 3, seen
 
 
+def test_a_figure_scrolled_off_screen_keeps_no_other_waiting(monkeypatch):
+    """The reader leaves the planner lab (Figure 21) for Figure 22: once the page says the
+    lab is off screen, Figure 22 is rendered ahead at once, without the pause in calls
+    (QUIET_OTHERS_S) the figures in view wait for while the reader uses another."""
+    monkeypatch.setattr(worker_module, "QUIET_OTHERS_S", 30.0)
+    monkeypatch.setattr(fig21_planner_lab, "_searches", OrderedDict())  # nothing searched yet
+    lab = registry()[21]
+    counts = {}
+
+    def views_for(posted, number):
+        return sum(1 for m in posted if isinstance(m, str) and f'"type":"view","number":{number},' in m)
+
+    for on_screen in ("[21, 22]", "[22]"):
+        posted = []
+        worker = Worker(posted.append)
+
+        async def run():
+            task = asyncio.ensure_future(worker.render_ahead())
+            worker.update(21, "{}", "{}", json.dumps(lab.default_state()))
+            worker.watch("[21, 22]", on_screen)
+            await asyncio.sleep(0.8)
+            counts[on_screen] = views_for(posted, 22)
+            task.cancel()
+
+        thread = threading.Thread(target=asyncio.run, args=(run(),))
+        thread.start()
+        thread.join()
+    assert counts["[21, 22]"] == 0 and counts["[22]"] >= 3, counts
+
+
 def test_the_planner_lab_is_rendered_ahead_a_slice_per_turn(monkeypatch):
     """Figure 21's states one change away each cost whole searches (tens of ms in CPython,
     over 100 in Pyodide). The worker prepares each a slice per turn (here: one step), so

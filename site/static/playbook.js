@@ -266,7 +266,7 @@ setTimeout(function (ownScript) {
     if (worker.failed) return;
     progress(4);
     figures.forEach(function (figure) { figure.live(); });
-    call("watch", JSON.stringify(Array.from(visibleNumbers))).catch(function () {});
+    tellWatched();
     visibleNumbers.forEach(function (number) {
       const figure = byNumber.get(number);
       if (figure.plotContainer) figure.rehearseWhenIdle();
@@ -321,11 +321,19 @@ setTimeout(function (ownScript) {
   }
   addEventListener("hashchange", function () { if (worker.ready) restore(location.hash); });
 
-  // Which figures are on screen: the worker renders their nearby states ahead, and a
-  // chart coming near loads plotly.js and rehearses its redraw.
+  // Which figures are near the screen (within 1500 px): the worker renders their nearby
+  // states ahead, and a chart coming near loads plotly.js and rehearses its redraw. And
+  // which are on it: once the figure a reader used is off screen, the worker no longer
+  // keeps the others waiting for a pause in its calls (figures/worker.py _next_ahead).
   let visibleNumbers = new Set();
+  const onScreenNumbers = new Set();
+  function tellWatched() {
+    if (!worker.ready) return;
+    call("watch", JSON.stringify(Array.from(visibleNumbers)), JSON.stringify(Array.from(onScreenNumbers)))
+      .catch(function () {});
+  }
   function watchVisible() {
-    const observer = new IntersectionObserver(function (entries) {
+    const near = new IntersectionObserver(function (entries) {
       entries.forEach(function (entry) {
         const figure = byNumber.get(Number(entry.target.dataset.figure));
         if (entry.isIntersecting) visibleNumbers.add(figure.number);
@@ -335,9 +343,17 @@ setTimeout(function (ownScript) {
           figure.rehearseWhenIdle();
         }
       });
-      if (worker.ready) call("watch", JSON.stringify(Array.from(visibleNumbers))).catch(function () {});
+      tellWatched();
     }, { rootMargin: "1500px 0px" });
-    figures.forEach(function (figure) { observer.observe(figure.element); });
+    const onScreen = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        const number = Number(entry.target.dataset.figure);
+        if (entry.isIntersecting) onScreenNumbers.add(number);
+        else onScreenNumbers.delete(number);
+      });
+      tellWatched();
+    });
+    figures.forEach(function (figure) { near.observe(figure.element); onScreen.observe(figure.element); });
   }
 
   // ---------------------------------------------------------------------------
