@@ -137,6 +137,25 @@ def test_the_planner_labs_next_states_are_searched_ahead_and_painted_at_once(ses
         set_control(page, lab, key, start[key])  # back: painted from the view it came from
 
 
+def test_the_worker_hears_which_figures_are_on_screen_not_only_near_it(session):
+    """The worker renders ahead for the figure last touched first, and keeps the others
+    waiting for a pause in its calls, only while the reader is at it: the page tells it
+    which figures are on screen as well as which are near (within 1500 px), so that one
+    scrolled off screen holds up none (figures/worker.py ``_next_ahead``)."""
+    page = session.page
+    mesh, timeline = registry()[17], registry()[18]
+    page.evaluate("window.__watched = []; window.__onWorkerPost = message => {"
+                  " if (message && message.name === 'watch') window.__watched.push(message.args); }")
+    last_on_screen = "(() => { const sent = window.__watched[window.__watched.length - 1]; return sent ? JSON.parse(sent[1]) : []; })()"
+    try:
+        page.evaluate(f"document.getElementById('{mesh.anchor}').scrollIntoView()")
+        page.wait_for_function(f"() => {last_on_screen}.includes(17)")
+        page.evaluate(f"document.getElementById('{timeline.anchor}').scrollIntoView()")
+        page.wait_for_function(f"() => {{ const on = {last_on_screen}; return on.includes(18) && !on.includes(17); }}")
+    finally:
+        page.evaluate("window.__onWorkerPost = null")
+
+
 def test_a_drag_past_the_last_rank_paints_each_step_at_once(session):
     """Figure 01 on 16 GPUs: the rank slider reads 16, 17, ... past the last rank, and
     each such reading selects rank 15. The worker sent those readings ahead as aliases of
