@@ -277,6 +277,14 @@ def print_loads(loads, runs):
     print()
 
 
+def over_pages(pages, name, number, fraction, column=0):
+    """The median over the pages of the pattern ``name`` of each page's ``fraction``
+    percentile for figure ``number`` (``column``: which number of each move); None if
+    the figure was not moved."""
+    runs = [[entry[column] for entry in page[number]] for page in pages.get(name, ()) if page.get(number)]
+    return statistics.median(percentile(run, fraction) for run in runs) if runs else None
+
+
 def print_moves(pages, patterns, args, errors):
     print(f"Input-to-painted latency (ms; up to {args.moves} moves per figure and page, first move included; "
           f"{args.settle_ms} ms idle before a figure's first move; jumps paused {args.pause_ms} ms after each move, "
@@ -289,10 +297,10 @@ def print_moves(pages, patterns, args, errors):
         for number in numbers:
             cells, seen = [], []
             for name in patterns:
-                runs = [[entry[column] for entry in page[number]] for page in pages[name] if page.get(number)]
                 seen += [entry for page in pages[name] for entry in page.get(number, ())]
                 for q in (0.5, 0.95):
-                    cells.append(f"{statistics.median(percentile(run, q) for run in runs):>9.1f}" if runs else f"{'-':>9}")
+                    value = over_pages(pages, name, number, q, column)
+                    cells.append(f"{value:>9.1f}" if value is not None else f"{'-':>9}")
             worst = max(entry[column] for entry in seen)
             longest = max(entry[1] for entry in seen)
             kept = 100 * sum(1 for entry in seen if entry[3]) / len(seen)
@@ -326,10 +334,9 @@ def print_targets(loads, pages):
     for number, figure in sorted(registry().items()):
         budget = TARGET_P95_MS["chart" if figure.render(figure.default_state()).plot is not None else "svg"]
         for name in ("drag", "jump"):
-            runs = [[entry[0] for entry in page[number]] for page in pages.get(name, ()) if page.get(number)]
-            if runs:
+            p95 = over_pages(pages, name, number, 0.95)
+            if p95 is not None:
                 measured += 1
-                p95 = statistics.median(percentile(run, 0.95) for run in runs)
                 if p95 > budget:
                     over.append(f"{number} {name} {p95:.1f} ms")
     if measured:
