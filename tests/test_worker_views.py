@@ -18,6 +18,19 @@ from figures.worker import CALLS, FigureSession, Worker, serve
 FIGURES = sorted(registry().values(), key=lambda f: f.number)
 
 
+def run_in_own_thread(coroutine):
+    """Run ``coroutine`` to its end in an event loop of its own, in its own thread:
+    Playwright's sync API may hold a running loop in this one."""
+    thread = threading.Thread(target=asyncio.run, args=(coroutine,))
+    thread.start()
+    thread.join()
+
+
+def views_posted_for(posted, number):
+    """How many views the worker posted ahead for figure ``number``."""
+    return sum(1 for m in posted if isinstance(m, str) and f'"type":"view","number":{number},' in m)
+
+
 def page_key(readings):
     """What playbook.js's readingsKey() makes of the controls' readings."""
     return json.dumps([[key, str(readings[key]).lower() if isinstance(readings[key], bool) else str(readings[key])]
@@ -201,10 +214,7 @@ def test_the_render_ahead_loop_posts_each_view_once_nearest_first():
         await asyncio.sleep(1.0)
         task.cancel()
 
-    # its own thread: Playwright's sync API may hold a running loop in this one
-    thread = threading.Thread(target=asyncio.run, args=(run(),))
-    thread.start()
-    thread.join()
+    run_in_own_thread(run())
     views = [json.loads(m)["view"] for m in posted if isinstance(m, str)]
     states = [view["state"] for view in views]
     # first the state the page shows (its drawing is the baked one: no view to repaint)
@@ -243,9 +253,7 @@ def test_figures_in_view_are_rendered_ahead_only_once_the_reader_leaves_the_one_
         numbers.append(ahead_for())
         task.cancel()
 
-    thread = threading.Thread(target=asyncio.run, args=(run(),))
-    thread.start()
-    thread.join()
+    run_in_own_thread(run())
     assert numbers == [[8], [4, 8]]
 
 
@@ -261,21 +269,16 @@ def test_once_the_reader_leaves_a_figure_alone_the_one_in_view_with_fewest_state
     lab = registry()[21]
     seen = []
 
-    def ahead_for(number):
-        return sum(1 for m in posted if isinstance(m, str) and f'"type":"view","number":{number},' in m)
-
     async def run():
         task = asyncio.ensure_future(worker.render_ahead())
         worker.update(21, "{}", "{}", json.dumps(lab.default_state()))
         worker.watch("[21, 22]")
         await asyncio.sleep(1.2)
-        seen.append((ahead_for(21), ahead_for(22), worker.sessions[21].has_upcoming))
+        seen.append((views_posted_for(posted, 22), worker.sessions[21].has_upcoming))
         task.cancel()
 
-    thread = threading.Thread(target=asyncio.run, args=(run(),))
-    thread.start()
-    thread.join()
-    [(lab_views, next_views, lab_still_busy)] = seen
+    run_in_own_thread(run())
+    [(next_views, lab_still_busy)] = seen
     assert lab_still_busy and next_views >= 3, seen
 
 
@@ -288,9 +291,6 @@ def test_a_figure_scrolled_off_screen_keeps_no_other_waiting(monkeypatch):
     lab = registry()[21]
     counts = {}
 
-    def views_for(posted, number):
-        return sum(1 for m in posted if isinstance(m, str) and f'"type":"view","number":{number},' in m)
-
     for on_screen in ("[21, 22]", "[22]"):
         posted = []
         worker = Worker(posted.append)
@@ -300,12 +300,10 @@ def test_a_figure_scrolled_off_screen_keeps_no_other_waiting(monkeypatch):
             worker.update(21, "{}", "{}", json.dumps(lab.default_state()))
             worker.watch("[21, 22]", on_screen)
             await asyncio.sleep(0.8)
-            counts[on_screen] = views_for(posted, 22)
+            counts[on_screen] = views_posted_for(posted, 22)
             task.cancel()
 
-        thread = threading.Thread(target=asyncio.run, args=(run(),))
-        thread.start()
-        thread.join()
+        run_in_own_thread(run())
     assert counts["[21, 22]"] == 0 and counts["[22]"] >= 3, counts
 
 
@@ -359,9 +357,7 @@ def test_the_render_ahead_loop_never_cancels_a_task():
         cancelled_while_serving.extend(cancelled)
         task.cancel()
 
-    thread = threading.Thread(target=asyncio.run, args=(run(),))
-    thread.start()
-    thread.join()
+    run_in_own_thread(run())
     assert worker.sessions[4].ahead > 0  # it did render ahead meanwhile
     assert cancelled_while_serving == []
 
@@ -411,11 +407,8 @@ def test_serve_posts_ready_and_dispatches_only_the_pages_calls():
         except ValueError as error:
             refusals.append(str(error))
 
-    # its own thread: Playwright's sync API may hold a running loop in this one
-    thread = threading.Thread(target=asyncio.run, args=(session(),))
     try:
-        thread.start()
-        thread.join()
+        run_in_own_thread(session())
     finally:
         gc.unfreeze()  # serve freezes what lives for the whole visit
         gc.enable()  # and turns automatic collection off
