@@ -330,19 +330,33 @@ def print_targets(loads, pages):
     if drag_tasks:
         print(f"  no task over {TARGET_TASK_MS} ms during a drag: {'met' if max(drag_tasks) <= TARGET_TASK_MS else 'NOT met'}"
               f" (longest {max(drag_tasks):.0f} ms)")
-    over, measured = [], 0
+    over, measured, called = [], 0, []
     for number, figure in sorted(registry().items()):
-        budget = TARGET_P95_MS["chart" if figure.render(figure.default_state()).plot is not None else "svg"]
+        chart = figure.render(figure.default_state()).plot is not None
+        budget = TARGET_P95_MS["chart" if chart else "svg"]
         for name in ("drag", "jump"):
             p95 = over_pages(pages, name, number, 0.95)
-            if p95 is not None:
-                measured += 1
-                if p95 > budget:
-                    over.append(f"{number} {name} {p95:.1f} ms")
+            if p95 is None:
+                continue
+            measured += 1
+            moves = [entry for page in pages[name] for entry in page.get(number, ())]
+            not_kept = [entry[0] for entry in moves if not entry[3]]
+            if not chart:
+                called += not_kept
+            if p95 > budget:
+                over.append(f"{number} {name} {p95:.1f} ms ({len(not_kept)} of {len(moves)} moves not rendered ahead"
+                            + (f", median {statistics.median(not_kept):.1f} ms)" if not_kept else ")"))
     if measured:
         print(f"  drags and jumps, p95 to the painted frame <= {TARGET_P95_MS['svg']} ms (SVG),"
               f" <= {TARGET_P95_MS['chart']} ms (Plotly): {measured - len(over)} of {measured} within"
               + (f"; over: {', '.join(over)}" if over else ""))
+    if called:
+        # A move the page holds no view for waits for the worker's answer and then for the
+        # next animation frame: the floor under any figure's p95 once such moves pass 5%.
+        budget = TARGET_P95_MS["svg"]
+        print(f"  of those, SVG moves not rendered ahead (a call, then the next frame): {len(called)},"
+              f" p50 {percentile(called, 0.5):.1f} ms, p95 {percentile(called, 0.95):.1f} ms,"
+              f" {sum(ms > budget for ms in called)} over {budget} ms")
 
 
 if __name__ == "__main__":
