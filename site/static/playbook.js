@@ -267,7 +267,7 @@ setTimeout(function (ownScript) {
     progress(4);
     figures.forEach(function (figure) { figure.live(); });
     tellWatched();
-    visibleNumbers.forEach(function (number) {
+    nearNumbers.forEach(function (number) {
       const figure = byNumber.get(number);
       if (figure.plotContainer) figure.rehearseWhenIdle();
     });
@@ -325,19 +325,19 @@ setTimeout(function (ownScript) {
   // states ahead, and a chart coming near loads plotly.js and rehearses its redraw. And
   // which are on it: once the figure a reader used is off screen, the worker no longer
   // keeps the others waiting for a pause in its calls (figures/worker.py _next_ahead).
-  let visibleNumbers = new Set();
+  const nearNumbers = new Set();
   const onScreenNumbers = new Set();
   function tellWatched() {
     if (!worker.ready) return;
-    call("watch", JSON.stringify(Array.from(visibleNumbers)), JSON.stringify(Array.from(onScreenNumbers)))
+    call("watch", JSON.stringify(Array.from(nearNumbers)), JSON.stringify(Array.from(onScreenNumbers)))
       .catch(function () {});
   }
   function watchVisible() {
     const near = new IntersectionObserver(function (entries) {
       entries.forEach(function (entry) {
         const figure = byNumber.get(Number(entry.target.dataset.figure));
-        if (entry.isIntersecting) visibleNumbers.add(figure.number);
-        else visibleNumbers.delete(figure.number);
+        if (entry.isIntersecting) nearNumbers.add(figure.number);
+        else nearNumbers.delete(figure.number);
         if (entry.isIntersecting && figure.plotContainer) {
           ensureChart(figure.element);
           figure.rehearseWhenIdle();
