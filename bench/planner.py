@@ -6,7 +6,7 @@
 The target (issue 20): Llama 3 405B (126 layers, hidden 16384, 128 heads, 8 KV heads,
 SwiGLU ffn 53248, vocab 128256, seq 8192) on 16,384 H100s, global batch 2048 sequences,
 <= 250 ms for a cold call. "Cold" means nothing computed by an earlier call is reused:
-every call builds its own caches (``planner._Context``) and drops them. Prints
+every call builds its own caches (``planner.cost._Context``) and drops them. Prints
 
   1. the first call in a fresh interpreter (a subprocess: import of models.planner timed
      apart from the call), the median of --runs such processes;

@@ -151,12 +151,12 @@ def test_the_lab_is_prepared_ahead_in_slices_keeping_the_readers_pair(monkeypatc
     and draws what a cold render draws; the planner keeps the reader's pair, not the one
     prepared ahead."""
     view()  # the reader is at the default: GPT-3 on 1024 A100s
-    reader = list(planner._contexts)
+    reader = list(planner.cost._contexts)
     state = FIGURE.validate_state({**DEFAULT, "model": "mixtral-8x7b", "tp": 2})
     monkeypatch.setattr(fig21_planner_lab, "_searches", OrderedDict())  # nothing searched yet
     steps = sum(1 for _ in FIGURE.prepare(state))
     assert steps > 300
-    assert list(planner._contexts) == reader
+    assert list(planner.cost._contexts) == reader
     with monkeypatch.context() as searching:
         searching.setattr(planner, "search_steps", None)  # a render after prepare must not search
         prepared = FIGURE.render(state)

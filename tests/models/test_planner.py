@@ -1,4 +1,4 @@
-"""The planner (models/planner.py): the published cases, the ledgers it is built from,
+"""The planner (models/planner/): the published cases, the ledgers it is built from,
 properties of predict and recommend, bad input, and the exports' round trips."""
 import math
 import tomllib
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from models import activations, collectives, flops, memory, mesh, pipeline, planner
-from models.planner import Cluster, Plan, Transformer
+from models.planner import Cluster, Plan, Transformer, cost, exports, layouts
 from tests.published_cases import published_cases
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -72,7 +72,7 @@ def test_layer_ledger_is_korthikanti_for_gpt_shapes(s, b, h_per_head, heads, tp,
     assume(heads % tp == 0)
     h = h_per_head * heads
     model = Transformer(4, h, heads, s, 1000)
-    total, _ = planner._layer_ledger(model, s, b, tp, sp, recompute, flash, False)
+    total, _ = cost._layer_ledger(model, s, b, tp, sp, recompute, flash, False)
     oracle = activations.per_layer_bytes(s, b, h, heads, tp=tp, sequence_parallel=sp, recompute=recompute,
                                          flash_attention=flash)
     assert total == pytest.approx(oracle, rel=1e-12)
@@ -84,7 +84,7 @@ def test_gqa_swiglu_and_experts_extend_the_ledger_term_by_term():
     gqa = replace(dense, kv_heads=8)
     glu = replace(dense, gated_mlp=True)
     moe = replace(dense, experts=8, top_k=2, expert_ffn=h)
-    ledger = lambda model, is_moe=False: planner._layer_ledger(model, s, b, t, True, "selective", True, is_moe)[0]
+    ledger = lambda model, is_moe=False: cost._layer_ledger(model, s, b, t, True, "selective", True, is_moe)[0]
     assert ledger(dense) - ledger(gqa) == 4 * s * b * (h - h // a * 8) / t  # K and V narrower
     assert ledger(glu) - ledger(dense) == 2 * s * b * 4 * h / t  # a third ffn-wide tensor
     # two routed experts of width h keep 2 x 4sbh/t, plus the two dispatched copies of the input 2 x 2sbh/t
@@ -132,19 +132,19 @@ def test_megatron_distributed_optimizer_is_6_plus_12_over_dp_bytes_per_parameter
 def test_bubble_is_the_pipeline_closed_form(schedule, v, p, m):
     if (schedule == "interleaved" and m % p) or (schedule == "zb-h1" and m < p):
         pytest.skip("outside the closed form's domain (tested against the simulation below)")
-    assert planner._bubble_over_ideal(schedule, p, m, v) == pytest.approx(pipeline.bubble_over_ideal(schedule, p, m, v))
+    assert cost._bubble_over_ideal(schedule, p, m, v) == pytest.approx(pipeline.bubble_over_ideal(schedule, p, m, v))
 
 
 def test_zb_h1_bubble_below_m_equals_p_matches_the_simulation():
     for p, m in ((4, 2), (8, 3), (6, 5)):
         sim = pipeline.simulate("zb-h1", p, m, forward_s=2, backward_s=4)  # T_F = T_B = T_W = 2
         ideal = 3 * m * 2
-        assert planner._bubble_over_ideal("zb-h1", p, m, 1) == pytest.approx(sim.makespan / ideal - 1)
+        assert cost._bubble_over_ideal("zb-h1", p, m, 1) == pytest.approx(sim.makespan / ideal - 1)
 
 
 def test_first_stage_inflight_is_korthikanti():
     for schedule, p, m, v in (("1f1b", 8, 64, 1), ("1f1b", 8, 4, 1), ("gpipe", 4, 16, 1), ("interleaved", 8, 64, 3)):
-        assert planner._inflight(schedule, p, m, v, 0) == activations.inflight_microbatches(schedule, p, m, v)
+        assert cost._inflight(schedule, p, m, v, 0) == activations.inflight_microbatches(schedule, p, m, v)
 
 
 def test_model_flops_are_eq7_and_hardware_flops_add_recomputation():
@@ -166,7 +166,7 @@ def test_fabric_follows_the_mesh(tp, cp, dp, pp, per_node):
     gpus = tp * cp * dp * pp
     assume(gpus % per_node == 0 or per_node % gpus == 0)
     cluster = Cluster("h100_sxm", gpus, per_node)
-    ctx = planner._Context(Transformer(8, 1024, 8, 4096, 1000), cluster)
+    ctx = cost._Context(Transformer(8, 1024, 8, 4096, 1000), cluster)
     layout = mesh.Mesh(dp=dp, tp=tp, pp=pp, cp=cp, gpus_per_node=per_node)
     for axis, stride, degree in (("tp", 1, tp), ("cp", tp, cp), ("dp", tp * cp, dp), ("pp", tp * cp * dp, pp)):
         if degree == 1:
@@ -176,8 +176,8 @@ def test_fabric_follows_the_mesh(tp, cp, dp, pp, per_node):
 
 
 def test_collectives_are_priced_by_the_alpha_beta_model():
-    ctx = planner._Context(GPT3, A100_1024)
-    latency, per_byte = planner._cost(ctx, "allreduce", 8, 16)
+    ctx = cost._Context(GPT3, A100_1024)
+    latency, per_byte = cost._cost(ctx, "allreduce", 8, 16)
     alpha, bandwidth = ctx.link(8, 16)
     for nbytes in (0, 1e6, 3e9):
         expected = collectives.time_s("allreduce", nbytes, 16, alpha_s=alpha, bandwidth_bytes_per_s=bandwidth)
@@ -215,8 +215,8 @@ def test_uneven_layers_are_balanced_and_the_slowest_stage_sets_the_pace():
     e = planner.predict(LLAMA405, cluster, plan)
     assert e.stage_layers == (7,) + (8,) * 14 + (7,)  # Llama 3: one layer fewer where the embedding and loss sit
     assert sum(e.stage_layers) == 126
-    ctx = planner._Context(LLAMA405, cluster)
-    terms = planner._terms(ctx, 8, 16, 128, 1, 1, 1, 8, "full", True, "interleaved", True, 2048)
+    ctx = cost._Context(LLAMA405, cluster)
+    terms = cost._terms(ctx, 8, 16, 128, 1, 1, 1, 8, "full", True, "interleaved", True, 2048)
     assert terms.slowest_s == max(terms.stage_s)
     assert e.time_breakdown["compute"] >= e.microbatches * min(terms.stage_s) * 0.5
     uneven = planner.predict(GPT3, A100_1024, replace(ISSUE_PLAN, pp=16, dp=8, global_batch=1536))
@@ -437,7 +437,7 @@ def test_megatron_args_round_trip(preset, cluster_key, gpus, plan):
     model, cluster = planner.model_preset(preset), planner.cluster_preset(cluster_key, gpus)
     text = planner.megatron_args(model, cluster, plan)
     assert text.isascii()
-    used = {word[2:] for word in planner._split_args(text) if word.startswith("--")}
+    used = {word[2:] for word in exports._split_args(text) if word.startswith("--")}
     assert used <= MEGATRON_FLAGS, used - MEGATRON_FLAGS
     parsed_model, parsed_gpus, parsed_plan = planner.parse_megatron_args(text)
     assert parsed_model == model and parsed_gpus == gpus and parsed_plan == plan
@@ -473,7 +473,7 @@ def test_torchtitan_pipeline_split_makes_pp_times_v_stages():
     for layers, pp, v in ((126, 16, 8), (96, 8, 2), (80, 4, 3), (61, 8, 2), (90, 8, 4)):
         model = replace(GPT3, layers=layers)
         plan = Plan(tp=8, pp=pp, dp=1, global_batch=8 * pp, virtual_stages=v, schedule="interleaved")
-        split = planner._torchtitan_split(model, plan)
+        split = exports._torchtitan_split(model, plan)
         if "module_fqns_per_model_part" in split:
             parts = split["module_fqns_per_model_part"]
             assert len(parts) == pp * v and sum(len([n for n in p if n.startswith("layers.")]) for p in parts) == layers
@@ -491,25 +491,25 @@ def test_a_search_after_another_on_the_same_pair_reuses_its_prices_and_finds_the
     pins = ({}, {"tp": 2}, {"pp": 4}, {"zero": 3}, {"microbatch": 2})
     fresh = []
     for fixed in pins:
-        planner._contexts.clear()
-        planner._unkept.clear()
+        cost._contexts.clear()
+        cost._unkept.clear()
         fresh.append(repr(planner.search(model, cluster, 512, fixed=fixed)))
-    planner._contexts.clear()
-    planner._unkept.clear()
+    cost._contexts.clear()
+    cost._unkept.clear()
     assert repr(planner.search(model, cluster, 512)) == fresh[0]
-    priced = len(planner._context(model, cluster, keep=False).terms_cache)
+    priced = len(cost._context(model, cluster, keep=False).terms_cache)
     assert repr(planner.search(model, cluster, 512, fixed={"tp": 2})) == fresh[1]
-    assert len(planner._context(model, cluster, keep=False).terms_cache) == priced  # its layouts are a subset: none priced anew
+    assert len(cost._context(model, cluster, keep=False).terms_cache) == priced  # its layouts are a subset: none priced anew
     again = [repr(planner.search(model, cluster, 512, fixed=fixed)) for fixed in reversed(pins)][::-1]
     assert again == fresh
-    assert planner._context(model, cluster, keep=False) is planner._context(model, cluster, keep=True)
+    assert cost._context(model, cluster, keep=False) is cost._context(model, cluster, keep=True)
 
 
 def test_a_search_in_steps_finds_what_search_finds_and_keeps_no_context_of_its_own():
     """``search_steps`` (the worker's search ahead) yields before every layout it looks at
     and returns ``search``'s answer; with keep=False it leaves the kept pairs as they
     were and reuses one if it is kept; its errors are ``search``'s."""
-    planner._contexts.clear()
+    cost._contexts.clear()
     reader = (planner.model_preset("gpt3-175b"), planner.cluster_preset("dgx-a100-80gb", 1024))
     planner.search(*reader, 1536)
     ahead = (planner.model_preset("mixtral-8x7b"), planner.cluster_preset("dgx-a100-80gb", 256))
@@ -522,28 +522,28 @@ def test_a_search_in_steps_finds_what_search_finds_and_keeps_no_context_of_its_o
         except StopIteration as done:
             found = done.value
             break
-    assert yielded > 300 and list(planner._contexts) == [reader]
+    assert yielded > 300 and list(cost._contexts) == [reader]
     assert repr(found) == repr(planner.search(*ahead, 512))
-    priced = len(planner._context(*reader, keep=False).terms_cache)
+    priced = len(cost._context(*reader, keep=False).terms_cache)
     assert repr(planner.run_steps(planner.search_steps(*reader, 1536, fixed={"tp": 8}, keep=False))) == repr(
         planner.search(*reader, 1536, fixed={"tp": 8}))
-    assert len(planner._context(*reader, keep=False).terms_cache) == priced  # the reader's context, reused
+    assert len(cost._context(*reader, keep=False).terms_cache) == priced  # the reader's context, reused
     with pytest.raises(ValueError, match="global_batch"):
         planner.run_steps(planner.search_steps(*reader, 0, keep=False))
 
 
 def test_only_the_last_pairs_contexts_are_kept():
-    planner._contexts.clear()
+    cost._contexts.clear()
     clusters = [planner.cluster_preset("dgx-a100-80gb", gpus) for gpus in (8, 16, 32)]
     model = planner.model_preset("llama3-8b")
     for cluster in clusters:
         planner.search(model, cluster, 64)
-    kept = [(model, c) for c in clusters[-planner.CONTEXTS_KEPT:]]
-    assert list(planner._contexts) == kept
+    kept = [(model, c) for c in clusters[-cost.CONTEXTS_KEPT:]]
+    assert list(cost._contexts) == kept
     planner.validate()  # predictions on a dozen other pairs push out nothing
-    assert list(planner._contexts) == kept
+    assert list(cost._contexts) == kept
     planner.predict(model, clusters[-2], planner.recommend(model, clusters[-2], 64)[0].plan)
-    assert list(planner._contexts) == kept[::-1]  # a kept pair, used again, is the most recent
+    assert list(cost._contexts) == kept[::-1]  # a kept pair, used again, is the most recent
     with pytest.raises(ValueError, match="planner.Transformer"):
         planner.search("llama3-8b", clusters[0], 64)
 
@@ -553,8 +553,10 @@ def test_a_pinned_zero_stage_or_recompute_mode_checks_no_layout(monkeypatch):
     chunks, schedule, sequence parallelism) has every layout checked; a ZeRO stage or a
     recompute mode cannot, and checking them was a third of such a search."""
     checks = []
-    real = planner._check
-    monkeypatch.setattr(planner, "_check", lambda *args: checks.append(args[2]) or real(*args))
+    real = cost._check
+    counting = lambda *args: checks.append(args[2]) or real(*args)
+    monkeypatch.setattr(cost, "_check", counting)  # predict's
+    monkeypatch.setattr(layouts, "_check", counting)  # the search's
     model, cluster = planner.model_preset("llama3-70b"), planner.cluster_preset("dgx-a100-80gb", 256)
     planner.search(model, cluster, 512)
     unpinned = len(checks)  # the predictions of the plans it shows

@@ -1,0 +1,623 @@
+"""One plan's step time and memory: the cost model behind ``predict``."""
+from models import collectives, overlap
+from models._validate import divides, positive
+from models.planner.model import (
+    ACTIVATION_BYTES, ADAM_STEP_BYTES, GRAD_BYTES, MEMORY_PARTS, OPTIMIZER_BYTES, PARAM_BYTES, TIME_PARTS, Cluster,
+    Estimate, Plan, Transformer)
+
+# ---- the named constants (each justified in docs/MODELS.md, "Planner") ------------------
+# Fraction of a GPU's dense peak that the GEMMs of a training step sustain when they are
+# compute-bound (cuBLAS on large bf16/fp16 shapes reaches ~80%; launch gaps, wave
+# quantisation and the smaller backward GEMMs take the rest). Fitted, with
+# ELEMENTWISE_TRAFFIC, to the four Megatron-LM 2021 Table 1 rows.
+GEMM_EFFICIENCY = 0.71
+# Fraction of peak the attention core (QK^T, softmax, AV and their gradients) sustains:
+# FlashAttention-2 reaches 50-73% of A100 peak forward and 35-63% backward (Dao 2023,
+# Sec. 4.1), and unfused batched GEMMs over 64-160-wide heads do no better.
+ATTENTION_EFFICIENCY = 0.50
+# Bytes the non-GEMM kernels (layernorm, dropout, activation function, residual adds,
+# softmax) move through HBM per byte of a layer's activation ledger, per forward pass;
+# a backward pass moves twice that. Each stored tensor is written once and read at least
+# once more (2), plus the inputs these kernels read; the value is fitted with
+# GEMM_EFFICIENCY to the same four rows (docs/MODELS.md, "Planner").
+ELEMENTWISE_TRAFFIC = 2.5
+# Achievable bus bandwidth over the datasheet link rate: NCCL's own tuning model caps A100
+# NVLink at 235 GB/s of the 300 GB/s peak (NVIDIA/nccl src/graph/tuning.cc).
+COLLECTIVE_EFFICIENCY = 235 / 300
+
+
+# ---- the cost model ----------------------------------------------------------------------
+
+# A search after another on the same model and cluster (a degree pinned, the batch
+# changed) finds most of its layouts priced already: the contexts of the pairs last
+# searched are kept, each holding up to TERMS_KEPT priced layouts (~1.2 kB each; a MoE
+# search prices 4-6k). A prediction, or a search ahead (``search_steps(keep=False)``),
+# uses a kept context but does not keep its own, so that pricing other pairs once
+# (``validate``, the worker searching ahead) does not push out the reader's. The last such
+# pair's context stays until another pair replaces it: the predictions a search ahead
+# ends with (its best plans, their variants) reuse what it priced.
+CONTEXTS_KEPT = 2
+TERMS_KEPT = 10_000
+_contexts = {}
+_unkept = {}  # the last pair priced without keeping: at most one context
+
+
+def _context(model, cluster, keep):
+    """The ``_Context`` of (model, cluster): a kept one if there is one; else the last
+    unkept one if it is this pair's, or a new one; kept (as one of the CONTEXTS_KEPT last
+    searched pairs) if ``keep``, else held as the last unkept."""
+    if not isinstance(model, Transformer):
+        raise ValueError(f"model must be a planner.Transformer, got {type(model).__name__}")
+    if not isinstance(cluster, Cluster):
+        raise ValueError(f"cluster must be a planner.Cluster, got {type(cluster).__name__}")
+    key = (model, cluster)
+    ctx = _contexts.pop(key, None)
+    if ctx is None:
+        ctx = _unkept.pop(key, None) or _Context(model, cluster)
+        if not keep:
+            _unkept.clear()
+            _unkept[key] = ctx
+            return ctx
+    _contexts[key] = ctx  # most recently used last
+    while len(_contexts) > CONTEXTS_KEPT:
+        del _contexts[next(iter(_contexts))]
+    return ctx
+
+
+class _Context:
+    """Everything about a (model, cluster) pair that every plan shares, and what has been
+    priced for it so far (every entry a pure function of the pair and its key)."""
+
+    def __init__(self, model, cluster):
+        self.model, self.cluster = model, cluster
+        spec = cluster.spec
+        self.peak = spec.peak_bf16_dense_flops_per_s
+        self.gemm_rate = self.peak * GEMM_EFFICIENCY
+        self.hbm_rate = spec.hbm_bandwidth_bytes_per_s
+        self.intra = cluster.intra_link
+        self.inter = cluster.inter_link
+        self.network = cluster.network_bytes_per_s
+        self.active = model.active_matmul_params
+        self.usable = cluster.usable_bytes
+        self.has_dense = model.layers > model.moe_layers
+        self.layer_cache = {}
+        self.stage_cache = {}
+        self.link_cache = {}
+        self.terms_cache = {}
+
+    # -- fabric ---------------------------------------------------------------------------
+    def link(self, stride, degree):
+        """(alpha_s, bytes_per_s) of a group of ``degree`` ranks ``stride`` apart (models.mesh
+        rank order): NVLink if the group sits inside one node, else the network. A group
+        with k members per node runs k rings side by side, one per NIC (NCCL's rail
+        channels), so it gets min(NVLink, k x NIC)."""
+        key = (stride, degree)
+        cached = self.link_cache.get(key)
+        if cached is not None:
+            return cached
+        g = self.cluster.gpus_per_node
+        span = stride * degree
+        if span <= g and g % span == 0:
+            result = (self.intra.alpha_s, self.intra.bandwidth_bytes_per_s * COLLECTIVE_EFFICIENCY)
+        else:
+            per_node = max(1, min(degree, g // stride)) if stride < g else 1
+            bandwidth = min(self.intra.bandwidth_bytes_per_s, per_node * self.network)
+            result = (self.inter.alpha_s, bandwidth * COLLECTIVE_EFFICIENCY)
+        self.link_cache[key] = result
+        return result
+
+    def collective_s(self, op, nbytes, stride, degree):
+        if degree == 1 or nbytes == 0:
+            return 0.0
+        alpha, bandwidth = self.link(stride, degree)
+        return collectives.time_s(op, nbytes, degree, alpha_s=alpha, bandwidth_bytes_per_s=bandwidth)
+
+    # -- one GEMM -----------------------------------------------------------------------
+    def gemm_s(self, m, k, n):
+        """Roofline: the slower of its FLOPs at GEMM_EFFICIENCY of peak and its bf16 operands
+        through HBM. The per-rank shape decides which."""
+        return max(2.0 * m * k * n / self.gemm_rate, ACTIVATION_BYTES * (m * k + k * n + m * n) / self.hbm_rate)
+
+
+def _layer_ledger(model, seq, micro_batch, tp, sp, recompute, flash, moe):
+    """Activation bytes one layer keeps for backward on one TP rank (Korthikanti 2022
+    Sec. 4.1 / Table 2, as ``models.activations.layer_activations``), generalised: K and V
+    are h_kv wide (GQA); a gated MLP keeps three ffn-wide tensors (gate, up, their
+    product) where GeLU keeps two; an MoE layer keeps them for top_k + shared experts
+    plus the top_k dispatched copies of its input. Returns (total, score-matrix part).
+    For GPT shapes it equals ``activations.layer_activations`` (tested)."""
+    sb = float(seq) * micro_batch
+    h = model.hidden
+    if recompute == "full":  # Sec. 5: only the layer input, split by t with SP
+        return 2 * sb * h / (tp if sp else 1), 0.0
+    outside = 10 * sb * h / (tp if sp else 1)
+    attention = (4 * sb * h + 4 * sb * model.kv_hidden) / tp  # Q, K, V, projection input
+    tensors = 3 if model.gated_mlp else 2
+    if moe:
+        width = (model.top_k + model.shared_experts) * model.expert_ffn
+        mlp = (2 * tensors * sb * width + 2 * model.top_k * sb * h) / tp
+    else:
+        mlp = 2 * tensors * sb * model.ffn / tp
+    scores = 0.0 if (recompute == "selective" or flash) else 5.0 * model.heads * seq * sb / tp
+    return outside + attention + mlp + scores, scores
+
+
+class _Layer:
+    """Per-rank seconds and bytes of one transformer layer for one microbatch."""
+
+    __slots__ = ("forward_s", "backward_s", "recompute_s", "tp_s", "cp_s", "ep_s", "ledger_bytes",
+                 "working_bytes", "params", "expert_params")
+
+
+def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
+    key = (tp, cp, mb, ep, sp, recompute, flash, moe)
+    cached = ctx.layer_cache.get(key)
+    if cached is not None:
+        return cached
+    model = ctx.model
+    h, s = model.hidden, model.seq_len
+    s_local = s // cp
+    tokens = mb * s_local
+    gemm = ctx.gemm_s
+    glu = 2 if model.gated_mlp else 1
+    # forward GEMMs on this rank (Shoeybi 2019 Sec. 3 shapes): QKV, output projection, MLP
+    forward = gemm(tokens, h, (h + 2 * model.kv_hidden) // tp) + gemm(tokens, h // tp, h)
+    if moe:
+        experts_here = model.experts // ep
+        routed = tokens * model.top_k * ep / model.experts  # tokens per expert, balanced routing
+        forward += experts_here * (gemm(routed, h, glu * model.expert_ffn // tp) + gemm(routed, model.expert_ffn // tp, h))
+        if model.shared_experts:
+            width = model.shared_experts * model.expert_ffn
+            forward += gemm(tokens, h, glu * width // tp) + gemm(tokens, width // tp, h)
+        forward += gemm(tokens, h, model.experts)  # router
+    else:
+        forward += gemm(tokens, h, glu * model.ffn // tp) + gemm(tokens, model.ffn // tp, h)
+    # attention core QK^T and AV: 4·b·(s/cp)·s·h/t FLOPs; a causal FlashAttention kernel
+    # skips the masked half (Dao 2023, FlashAttention-2 Sec. 3.1).
+    attention = 4.0 * tokens * s * h / tp * (0.5 if flash else 1.0) / (ctx.peak * ATTENTION_EFFICIENCY)
+    ledger, scores = _layer_ledger(model, s_local, mb, tp, sp, "none", flash, moe)  # everything a forward writes
+    elementwise = ELEMENTWISE_TRAFFIC * ledger / ctx.hbm_rate
+    layer = _Layer()
+    layer.forward_s = forward + attention + elementwise
+    # Backward: twice the forward GEMMs and elementwise traffic (gradients of inputs and of
+    # weights); FlashAttention's backward also recomputes QK^T and the softmax, 5 matmuls
+    # against the forward's 2 (Dao et al. 2022, Alg. 4): 2.5x its forward.
+    layer.backward_s = 2.0 * (forward + elementwise) + (2.5 if flash else 2.0) * attention
+    if recompute == "full":
+        layer.recompute_s = layer.forward_s
+    elif recompute == "selective":
+        layer.recompute_s = attention + ELEMENTWISE_TRAFFIC * scores / ctx.hbm_rate
+    else:
+        layer.recompute_s = 0.0
+    passes = 3 if recompute == "full" else 2  # passes that issue this layer's collectives: forward(s) + backward
+    # TP: two AllReduces (or ReduceScatter + AllGather with SP: the same bytes) per pass
+    # (Shoeybi 2019; Korthikanti 2022 Sec. 4.2.2), blocking: the next op consumes them.
+    message = ACTIVATION_BYTES * tokens * h
+    tp_once = ctx.collective_s("allreduce", message, 1, tp)
+    layer.tp_s = overlap.hidden_comm("tp", 2 * passes * tp_once, forward).exposed_s  # the window is always 0
+    # CP: ring attention passes K and V blocks cp-1 times per layer and pass (Liu et al.
+    # 2023); backward moves K, V and their gradients; hidden behind the attention blocks.
+    if cp > 1:
+        alpha, bandwidth = ctx.link(tp, cp)
+        block = 2.0 * ACTIVATION_BYTES * tokens * model.kv_hidden / tp
+        ring = (cp - 1) * (alpha + block / bandwidth)
+        forward_cp = overlap.hidden_comm("cp", ring, attention).exposed_s
+        backward_cp = overlap.hidden_comm("cp", 2 * ring, 2 * attention).exposed_s
+        layer.cp_s = forward_cp * (passes - 1) + backward_cp
+    else:
+        layer.cp_s = 0.0
+    # EP: All-to-All dispatch and combine per pass, k copies of each token (article's EP
+    # ledger, models.experts.moe_alltoall_bytes), nothing to hide behind.
+    if moe and ep > 1:
+        send = ACTIVATION_BYTES * tokens * model.top_k * h / tp
+        layer.ep_s = overlap.hidden_comm("ep", 2 * passes * ctx.collective_s("alltoall", send, tp, ep), 0.0).exposed_s
+    else:
+        layer.ep_s = 0.0
+    layer.ledger_bytes, _ = _layer_ledger(model, s_local, mb, tp, sp, recompute, flash, moe)
+    layer.working_bytes = ledger if recompute == "full" else 0.0  # the layer being recomputed
+    if moe:
+        layer.params = (model.attention_params + model.shared_experts * model.expert_params) / tp \
+            + h * model.experts + 2 * h
+        layer.expert_params = model.experts * model.expert_params / (tp * ep)
+    else:
+        layer.params = (model.attention_params + model.dense_mlp_params) / tp + 2 * h
+        layer.expert_params = 0.0
+    ctx.layer_cache[key] = layer
+    return layer
+
+
+def _stage_layout(ctx, pp, v):
+    """Transformer layers on each pipeline rank, and the ranks grouped by what they hold.
+
+    The layers are dealt over pp·v model chunks (chunk c runs on rank c mod pp), as evenly
+    as they go; a chunk's extra layer goes to the middle chunks first, so the first chunk
+    (with the embedding) and the last (with the output layer and loss) are the light ones
+    when layers do not divide: Llama 3 405B's 126 layers on 16 x 8 chunks leave those two
+    chunks with the embedding and the loss alone (Llama 3 Sec. 3.3.2). The model's first
+    ``dense_layers`` layers are the dense ones. Returns (layers per rank, groups), a group
+    being (first rank, dense layers, MoE layers, holds the embedding, holds the output
+    layer, ranks like it): ranks alike in what they hold differ only in how many
+    microbatches they keep, and the first of them keeps the most."""
+    key = (pp, v)
+    cached = ctx.stage_cache.get(key)
+    if cached is not None:
+        return cached
+    model = ctx.model
+    counts = _chunk_counts(model.layers, pp * v)
+    dense_left = model.layers - model.moe_layers
+    per_rank = [[0, 0] for _ in range(pp)]
+    for c, count in enumerate(counts):
+        dense = min(count, dense_left)
+        dense_left -= dense
+        per_rank[c % pp][0] += dense
+        per_rank[c % pp][1] += count - dense
+    groups = {}
+    group_of = []
+    for stage, (n_dense, n_moe) in enumerate(per_rank):
+        signature = (n_dense, n_moe, stage == 0, stage == pp - 1)
+        if signature in groups:
+            groups[signature][1] += 1
+        else:
+            groups[signature] = [stage, 1, len(groups)]
+        group_of.append(groups[signature][2])
+    result = (tuple(d + e for d, e in per_rank),
+              tuple((stage, *signature, count) for signature, (stage, count, _) in groups.items()),
+              tuple(group_of))
+    ctx.stage_cache[key] = result
+    return result
+
+
+def _chunk_counts(layers, chunks):
+    """``layers`` dealt over ``chunks`` as evenly as they go, a chunk's extra layer to the
+    middle chunks first, then the last, then the first."""
+    base, extra = divmod(layers, chunks)
+    counts = [base] * chunks
+    order = list(range(1, chunks - 1)) + [chunks - 1, 0] if chunks > 1 else [0]
+    for c in order[:extra]:
+        counts[c] += 1
+    return counts
+
+
+def _bubble_over_ideal(schedule, pp, m, v):
+    """Bubble time over ideal compute time: (p-1)/m for GPipe and 1F1B, (p-1)/(v·m)
+    interleaved (Narayanan 2021 Sec. 2.2), (p-1)/(3m) for ZB-H1 (Qi et al. 2023); the
+    same closed forms as ``models.pipeline.bubble_over_ideal`` (which caps v at 4 for its
+    simulation). ZB-H1 with m < p never fills: (2p + 2m - 1)T for 3m·T of work
+    (``models.pipeline``), i.e. (2p - m - 1)/(3m)."""
+    if pp == 1:
+        return 0.0
+    if schedule == "interleaved":
+        return (pp - 1) / (v * m)
+    if schedule == "zb-h1":
+        return (pp - 1) / (3 * m) if m >= pp else (2 * pp - m - 1) / (3 * m)
+    return (pp - 1) / m
+
+
+def _inflight(schedule, pp, m, v, stage):
+    """Microbatches' worth of its layers pipeline rank ``stage`` holds at peak:
+    1F1B min(p - d, m) (Narayanan 2021 Sec. 2.2.1), interleaved + (p-1)/v (Korthikanti
+    2022 Sec. 4.2.3: p(1 + (p-1)/(pv)) on the first rank), GPipe m, ZB-H1 min(p, m) on
+    every rank (Qi et al. 2023: same peak as 1F1B's first rank)."""
+    if schedule == "gpipe":
+        return float(m)
+    if schedule == "zb-h1":
+        return float(min(pp, m))
+    held = float(min(pp - stage, m))
+    return held + (pp - 1) / v if schedule == "interleaved" else held
+
+
+class _Terms:
+    """A layout's per-rank quantities that do not depend on the ZeRO stage."""
+
+    __slots__ = ("ranks", "stage_s", "slowest_s", "bubble_s", "part_s", "microbatches", "dense_group",
+                 "expert_group", "dense_lines", "expert_lines", "flops", "hardware_flops", "tokens", "gpus",
+                 "layers", "group_of", "schedule")
+
+
+def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch):
+    """Per-microbatch seconds and per-rank bytes of a layout (every pipeline rank that
+    differs), everything but the ZeRO stage's share."""
+    key = (tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch)
+    cached = ctx.terms_cache.get(key)
+    if cached is not None:
+        return cached
+    if len(ctx.terms_cache) >= TERMS_KEPT:
+        ctx.terms_cache.clear()
+    model = ctx.model
+    h, s, vocab = model.hidden, model.seq_len, model.vocab
+    m = global_batch // (dp * mb)
+    sp = sp and tp > 1
+    dense = _layer(ctx, tp, cp, mb, 1, sp, recompute, flash, False) if ctx.has_dense else None
+    moe = _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, True) if model.experts > 1 else None
+    tokens = mb * (s // cp)
+    outside = tp if sp else 1
+    # The output layer and loss on the last rank: logit GEMM forward, twice that backward,
+    # and the fp32 cross-entropy over tokens x vocab/t as elementwise traffic.
+    logits_bytes = 4.0 * tokens * vocab / tp
+    out_forward = ctx.gemm_s(tokens, h, vocab / tp) + ELEMENTWISE_TRAFFIC * logits_bytes / ctx.hbm_rate
+    # Pipeline point-to-point: one activation per microbatch each way per chunk, split by t
+    # (Megatron's scatter/gather, or SP), exposed (the next stage waits for it).
+    if pp > 1:
+        latency, per_byte = _cost(ctx, "sendrecv", tp * cp * dp, pp)
+        p2p = 2 * v * (latency + per_byte * ACTIVATION_BYTES * tokens * h / tp)
+    else:
+        p2p = 0.0
+    layers, groups, group_of = _stage_layout(ctx, pp, v)
+    ranks = []
+    stage_s = []
+    total_s = 0.0
+    for stage, n_dense, n_moe, first, last, count in groups:
+        compute = recompute_s = tp_s = cp_s = ep_s = forward = 0.0
+        params = expert_params = ledger = working = unit = 0.0
+        for layer, n in ((dense, n_dense), (moe, n_moe)):
+            if n:
+                compute += n * (layer.forward_s + layer.backward_s)
+                recompute_s += n * layer.recompute_s
+                tp_s += n * layer.tp_s
+                cp_s += n * layer.cp_s
+                ep_s += n * layer.ep_s
+                forward += n * layer.forward_s
+                params += n * layer.params
+                expert_params += n * layer.expert_params
+                ledger += n * layer.ledger_bytes
+                working = max(working, layer.working_bytes)
+                unit = max(unit, layer.params + layer.expert_params)
+        per_held = ledger  # bytes per microbatch in flight
+        fixed_bytes = working
+        if first:
+            params += vocab * h / tp
+            per_held += tokens * h / outside  # embedding dropout mask (Korthikanti Sec. 4.3)
+        if last:
+            compute += 3 * out_forward
+            forward += out_forward
+            params += h + (0 if (model.tied_embeddings and pp == 1) else vocab * h / tp)
+            fixed_bytes += 4.0 * tokens * h / outside + logits_bytes  # final norm, output input, fp32 logits
+        activations = per_held * _inflight(schedule, pp, m, v, stage) + fixed_bytes
+        parts = (compute, recompute_s, tp_s, cp_s, ep_s, p2p, forward)
+        ranks.append((stage, parts, params, expert_params, activations, unit, per_held, fixed_bytes))
+        seconds = compute + recompute_s + tp_s + cp_s + ep_s + p2p
+        stage_s.append(seconds)
+        total_s += count * seconds
+    terms = _Terms()
+    terms.ranks = ranks
+    terms.stage_s = stage_s
+    slowest = stage_s.index(max(stage_s))
+    terms.slowest_s = stage_s[slowest]
+    terms.part_s = ranks[slowest][1]
+    terms.bubble_s = _bubble_over_ideal(schedule, pp, m, v) * m * total_s / pp  # fill and drain at the mean pace
+    terms.microbatches = m
+    terms.dense_group = (tp, dp * cp)
+    terms.expert_group = (tp * ep, dp * cp // ep)
+    terms.dense_lines, terms.expert_lines = _group_lines(ctx, tp, dp * cp, ep)
+    terms.flops, terms.hardware_flops, terms.tokens = _step_flops(ctx, recompute, global_batch)
+    terms.gpus = tp * pp * dp * cp
+    terms.layers = layers
+    terms.group_of = group_of
+    terms.schedule = (schedule, pp, m, v)
+    ctx.terms_cache[key] = terms
+    return terms
+
+
+def _group_lines(ctx, tp, shard, ep):
+    """(latency, seconds per byte) of AllReduce, ReduceScatter and AllGather on the dense
+    gradient group (dp x cp ranks tp apart) and the expert-data-parallel group."""
+    key = ("lines", tp, shard, ep)
+    lines = ctx.link_cache.get(key)
+    if lines is None:
+        ops = ("allreduce", "reducescatter", "allgather")
+        lines = (tuple(_cost(ctx, op, tp, shard) for op in ops), tuple(_cost(ctx, op, tp * ep, shard // ep) for op in ops))
+        ctx.link_cache[key] = lines
+    return lines
+
+
+def _step_flops(ctx, recompute, global_batch):
+    """(model FLOPs, hardware FLOPs, tokens) of one step: 6N + 12·L·h·s per token (PaLM,
+    Chowdhery 2022 App. B; Narayanan 2021 Eq. 3 without recomputation = Korthikanti Eq. 7),
+    plus a recomputed forward of the layers (2N_layers + 4·L·h·s, full) or of the attention
+    core alone (4·L·h·s, selective: Korthikanti App. A) for hardware FLOPs."""
+    key = ("flops", recompute, global_batch)
+    result = ctx.link_cache.get(key)
+    if result is None:
+        model = ctx.model
+        tokens = float(global_batch) * model.seq_len
+        attention = 12.0 * model.layers * model.hidden * model.seq_len
+        flops = tokens * (6.0 * ctx.active + attention)
+        if recompute == "full":
+            extra = tokens * (2.0 * (ctx.active - model.vocab * model.hidden) + attention / 3)
+        elif recompute == "selective":
+            extra = tokens * attention / 3
+        else:
+            extra = 0.0
+        result = (flops, flops + extra, tokens)
+        ctx.link_cache[key] = result
+    return result
+
+
+def _rank_memory(terms, rank, zero):
+    """(params, grads, optimizer, activations, buffers) bytes on one pipeline rank: the
+    ledger of ``models.memory.model_states`` (ZeRO stage s shards the first s of optimizer
+    state, gradients, parameters) for the dense weights over dp x cp and for the experts
+    over the expert-data-parallel group; written out because the search calls it ~10^5
+    times (tested equal)."""
+    _, _, params, expert_params, activations, unit = rank[:6]
+    shard, expert_shard = terms.dense_group[1], terms.expert_group[1]
+    optimizer = OPTIMIZER_BYTES * (params / shard + expert_params / expert_shard if zero else params + expert_params)
+    grads = GRAD_BYTES * (params / shard + expert_params / expert_shard if zero >= 2 else params + expert_params)
+    weights = PARAM_BYTES * (params / shard + expert_params / expert_shard if zero == 3 else params + expert_params)
+    # ZeRO-3 / FSDP peak (models.memory.fsdp_peak_memory): the largest unit, one layer,
+    # gathered in bf16 twice over (the next one is prefetched), plus its fp32 gradients
+    # before their ReduceScatter.
+    buffers = unit * (2 * PARAM_BYTES + GRAD_BYTES) if zero == 3 else 0.0
+    return weights, grads, optimizer, activations, buffers
+
+
+def _cost(ctx, op, stride, degree):
+    """``collectives.time_s`` of ``op`` on one group as (latency_s, seconds_per_byte): the
+    alpha-beta time is linear in the message size, so the search prices a message with
+    one multiply-add instead of a validated call."""
+    key = (op, stride, degree)
+    line = ctx.link_cache.get(key)
+    if line is None:
+        if degree == 1:
+            line = (0.0, 0.0)
+        else:
+            alpha, bandwidth = ctx.link(stride, degree)
+            seconds = collectives.cost_function(op, degree, alpha_s=alpha, bandwidth_bytes_per_s=bandwidth)
+            latency = seconds(0.0)
+            line = (latency, (seconds(1e9) - latency) / 1e9)
+        ctx.link_cache[key] = line
+    return line
+
+
+def _tail(ctx, terms, rank, zero):
+    """(exposed DP / ZeRO communication, optimizer step) seconds on one pipeline rank.
+
+    ZeRO Sec. 7's collectives (``models.memory.comm_collectives``) on the dp x cp group
+    (experts: the expert-data-parallel group), gradients in fp32, weights in bf16:
+    DDP AllReduces the gradients behind the last microbatch's backward; ZeRO-1
+    ReduceScatters them there and AllGathers the updated weights behind the next step's
+    first forward (Megatron-LM's overlap-grad-reduce / overlap-param-gather); ZeRO-2
+    ReduceScatters after every microbatch; ZeRO-3 gathers the weights for every
+    microbatch's forward and backward too. A collective hides behind its window as
+    ``models.overlap.hidden_comm`` says: exposed = max(0, comm - window)."""
+    _, parts, params, expert_params = rank[:4]
+    m = terms.microbatches
+    forward = parts[6]
+    backward = parts[0] - parts[6] + parts[1]
+    exposed = updated = 0.0
+    for local, group, lines in ((params, terms.dense_group, terms.dense_lines),
+                                (expert_params, terms.expert_group, terms.expert_lines)):
+        if local <= 0:
+            continue
+        updated += local / group[1] if zero else local
+        if group[1] == 1:
+            continue
+        grads, weights = GRAD_BYTES * local, PARAM_BYTES * local
+        if zero == 0:
+            comm = lines[0][0] + lines[0][1] * grads
+            exposed += comm - backward if comm > backward else 0.0
+            continue
+        scatter = lines[1][0] + lines[1][1] * grads
+        gather = lines[2][0] + lines[2][1] * weights
+        if zero == 3:
+            hidden = gather + scatter
+            exposed += m * ((gather - forward if gather > forward else 0.0)
+                            + (hidden - backward if hidden > backward else 0.0))
+        else:
+            exposed += ((m if zero == 2 else 1) * (scatter - backward if scatter > backward else 0.0)
+                        + (gather - forward if gather > forward else 0.0))
+    return exposed, ADAM_STEP_BYTES * updated / ctx.hbm_rate
+
+
+def _stage_memory(terms, zero):
+    """Memory parts of every pipeline rank (ranks alike differ only in microbatches held)."""
+    schedule, pp, m, v = terms.schedule
+    result = []
+    for stage, group in enumerate(terms.group_of):
+        rank = terms.ranks[group]
+        held = rank[6] * _inflight(schedule, pp, m, v, stage) + rank[7]
+        result.append(_rank_memory(terms, rank[:4] + (held, rank[5]), zero))
+    return tuple(result)
+
+
+def _finish(ctx, terms, zero, detail=False):
+    """Memory and step time of a layout at one ZeRO stage: (step_s or None if it does not
+    fit, peak bytes) or, with ``detail``, the ``Estimate``."""
+    worst, worst_total, worst_parts = 0, -1.0, None
+    for index, rank in enumerate(terms.ranks):
+        parts = _rank_memory(terms, rank, zero)
+        total = parts[0] + parts[1] + parts[2] + parts[3] + parts[4]
+        if total > worst_total:
+            worst, worst_total, worst_parts = index, total, parts
+    usable = ctx.usable
+    fits = worst_total <= usable
+    if not detail and not fits:
+        return None, worst_total
+    tail, tail_total = (0.0, 0.0), -1.0
+    for rank in terms.ranks:
+        candidate = _tail(ctx, terms, rank, zero)
+        if candidate[0] + candidate[1] > tail_total:
+            tail, tail_total = candidate, candidate[0] + candidate[1]
+    m = terms.microbatches
+    step = m * terms.slowest_s + terms.bubble_s + tail_total
+    if not detail:
+        return step, worst_total
+    p = terms.part_s
+    time_breakdown = dict(zip(TIME_PARTS, (m * p[0], m * p[1], terms.bubble_s, m * p[2], m * p[3], m * p[4],
+                                           m * p[5], tail[0], tail[1])))
+    rate = step * terms.gpus
+    return Estimate(
+        step_time_s=step,
+        tokens_per_s=terms.tokens / step,
+        mfu=terms.flops / (rate * ctx.peak),
+        hfu=terms.hardware_flops / (rate * ctx.peak),
+        model_tflops_per_gpu=terms.flops / rate / 1e12,
+        hardware_tflops_per_gpu=terms.hardware_flops / rate / 1e12,
+        memory_bytes=worst_total,
+        memory_breakdown=dict(zip(MEMORY_PARTS, worst_parts)),
+        time_breakdown=time_breakdown,
+        fits=fits,
+        usable_bytes=usable,
+        hbm_bytes=float(ctx.cluster.spec.hbm_bytes),
+        worst_stage=terms.ranks[worst][0],
+        stage_layers=terms.layers,
+        microbatches=m,
+        bubble_fraction=terms.bubble_s / step,
+        stage_memory=_stage_memory(terms, zero),
+        model_flops_per_step=terms.flops,
+        hardware_flops_per_step=terms.hardware_flops,
+    )
+
+
+def _check(model, cluster, plan):
+    """What makes a plan impossible for this model on this cluster: ValueError saying why."""
+    if not isinstance(model, Transformer):
+        raise ValueError(f"model must be a planner.Transformer, got {type(model).__name__}")
+    if not isinstance(cluster, Cluster):
+        raise ValueError(f"cluster must be a planner.Cluster, got {type(cluster).__name__}")
+    if not isinstance(plan, Plan):
+        raise ValueError(f"plan must be a planner.Plan, got {type(plan).__name__}")
+    if plan.gpus != cluster.gpus:
+        raise ValueError(f"gpus={cluster.gpus} must equal tp*pp*dp*cp = {plan.tp}*{plan.pp}*{plan.dp}*{plan.cp} "
+                         f"= {plan.gpus}")
+    for name in ("heads", "kv_heads", "ffn"):
+        divides("tp", plan.tp, name, getattr(model, name))
+    if model.moe:
+        divides("tp", plan.tp, "expert_ffn", model.expert_ffn)
+    if plan.cp > 1:
+        divides("2*cp", 2 * plan.cp, "seq_len", model.seq_len)  # Megatron: causal load balance needs 2·cp chunks
+    if plan.sequence_parallel and plan.tp > 1:
+        divides("tp", plan.tp, "seq_len/cp", model.seq_len // plan.cp)
+    if plan.ep > 1:
+        if not model.moe:
+            raise ValueError(f"ep={plan.ep} needs a mixture-of-experts model (experts > 1)")
+        divides("ep", plan.ep, "experts", model.experts)
+        divides("ep", plan.ep, "dp*cp", plan.dp * plan.cp)
+    if plan.pp > model.layers:
+        raise ValueError(f"pp={plan.pp} must be <= layers={model.layers} (a pipeline rank needs a layer)")
+    chunks = plan.pp * plan.virtual_stages
+    if chunks > 1 and model.layers < chunks - 2:
+        raise ValueError(f"virtual_stages={plan.virtual_stages}: pp*virtual_stages = {chunks} chunks need at least "
+                         f"{chunks - 2} layers (only the first and last chunk may hold just the embedding or the "
+                         f"loss), the model has {model.layers}")
+    if plan.schedule == "interleaved" and plan.microbatches % plan.pp:
+        raise ValueError(f"schedule='interleaved' needs the microbatches per step, global_batch/(dp*microbatch) = "
+                         f"{plan.microbatches}, to be a multiple of pp={plan.pp} (Megatron-LM)")
+
+
+def predict(model, cluster, plan):
+    """Step time, throughput, utilisation and per-device memory of ``plan``: an
+    ``Estimate``. Inconsistent inputs raise ``ValueError`` naming the field."""
+    _check(model, cluster, plan)
+    ctx = _context(model, cluster, keep=False)
+    terms = _terms(ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.microbatch, plan.virtual_stages,
+                   plan.recompute, plan.sequence_parallel, plan.schedule, plan.flash_attention, plan.global_batch)
+    return _finish(ctx, terms, plan.zero, detail=True)
+
+
+def train_time_s(estimate, tokens):
+    """Seconds to train on ``tokens`` tokens at the estimate's throughput."""
+    positive("tokens", tokens)
+    return float(tokens) / estimate.tokens_per_s
+
+

@@ -1,0 +1,318 @@
+"""The planner's inputs and outputs: the model, the cluster, one plan (its layout), and
+what a prediction or a search says about them (frozen dataclasses, validated on creation)."""
+from dataclasses import dataclass
+
+from models import hardware, memory
+from models._validate import choice, divides, non_negative_int, positive, positive_int
+
+# Share of HBM a plan may fill: the CUDA context, NCCL buffers, cuBLAS workspaces and the
+# caching allocator's fragmentation take the rest (a plan close to the limit does not fit).
+USABLE_HBM_FRACTION = 0.90
+
+# Megatron-LM's ledger (megatron/training/theoretical_memory_usage.py; Korthikanti et al.
+# 2022 Fig. 1 uses the same 18 bytes): bf16 weights, fp32 main gradients, fp32 master
+# weights + Adam moments.
+PARAM_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 4, 12
+ACTIVATION_BYTES = 2  # bf16 activations and messages
+# One Adam step reads the fp32 gradient, master weight and two moments and writes the
+# master weight, both moments and the bf16 weight: 4*4 + 3*4 + 2 = 30 bytes per parameter.
+ADAM_STEP_BYTES = memory.optimizer_step_traffic_bytes(param_bytes=PARAM_BYTES, grad_bytes=GRAD_BYTES,
+                                                      optimizer_bytes=OPTIMIZER_BYTES)
+
+RECOMPUTE_OPTIONS = ("none", "selective", "full")
+SCHEDULES = ("1f1b", "interleaved", "zb-h1", "gpipe")
+ZERO_STAGES = (0, 1, 2, 3)
+
+# The network a GPU usually ships with, one NIC per GPU (DGX/HGX systems).
+USUAL_NETWORK = {
+    "a100_40gb": "ib_hdr", "a100_80gb": "ib_hdr", "h100_sxm": "ib_ndr", "h200": "ib_ndr",
+    "b200": "ib_ndr", "mi300x": "roce_400gbe",
+}
+
+
+def _flag(name, value):
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+# ---- inputs ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Transformer:
+    """A decoder-only transformer. ``ffn`` defaults to 4·hidden, ``kv_heads`` to ``heads``
+    (fewer: grouped-query attention), ``expert_ffn`` to ``ffn``. ``gated_mlp``: SwiGLU,
+    three hidden x ffn matrices. With ``experts`` > 1 every layer after the first
+    ``dense_layers`` is a mixture of experts: ``top_k`` routed experts per token plus
+    ``shared_experts`` always-on ones, each ``expert_ffn`` wide. ``tied_embeddings``: the
+    output layer reuses the input embedding (GPT); Llama and DeepSeek untie them."""
+
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    vocab: int
+    ffn: int = None
+    kv_heads: int = None
+    gated_mlp: bool = False
+    experts: int = 1
+    top_k: int = 1
+    shared_experts: int = 0
+    expert_ffn: int = None
+    dense_layers: int = 0
+    tied_embeddings: bool = True
+
+    def __post_init__(self):
+        for name in ("layers", "hidden", "heads", "seq_len", "vocab", "experts", "top_k"):
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
+        for name in ("shared_experts", "dense_layers"):
+            object.__setattr__(self, name, non_negative_int(name, getattr(self, name)))
+        ffn = 4 * self.hidden if self.ffn is None else positive_int("ffn", self.ffn)
+        kv_heads = self.heads if self.kv_heads is None else positive_int("kv_heads", self.kv_heads)
+        object.__setattr__(self, "ffn", ffn)
+        object.__setattr__(self, "kv_heads", kv_heads)
+        object.__setattr__(self, "expert_ffn", ffn if self.expert_ffn is None else positive_int("expert_ffn", self.expert_ffn))
+        _flag("gated_mlp", self.gated_mlp)
+        _flag("tied_embeddings", self.tied_embeddings)
+        divides("heads", self.heads, "hidden", self.hidden)
+        divides("kv_heads", self.kv_heads, "heads", self.heads)
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k={self.top_k} must be <= experts={self.experts}")
+        if self.experts == 1 and self.shared_experts:
+            raise ValueError(f"shared_experts={self.shared_experts} needs a mixture of experts (experts > 1)")
+        if self.dense_layers >= self.layers and self.experts > 1:
+            raise ValueError(f"dense_layers={self.dense_layers} must be < layers={self.layers}")
+
+    @property
+    def moe(self):
+        return self.experts > 1
+
+    @property
+    def head_dim(self):
+        return self.hidden // self.heads
+
+    @property
+    def kv_hidden(self):
+        """Width of K (or V): hidden·kv_heads/heads."""
+        return self.head_dim * self.kv_heads
+
+    @property
+    def moe_layers(self):
+        return self.layers - self.dense_layers if self.moe else 0
+
+    def _matrices(self):
+        return 3 if self.gated_mlp else 2
+
+    @property
+    def attention_params(self):
+        """Q, K, V and output projections of one layer: 2h² + 2h·h_kv."""
+        return 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_hidden
+
+    @property
+    def dense_mlp_params(self):
+        return self._matrices() * self.hidden * self.ffn
+
+    @property
+    def expert_params(self):
+        """One expert's MLP."""
+        return self._matrices() * self.hidden * self.expert_ffn
+
+    @property
+    def params(self):
+        """Every weight: layers (attention, MLP or experts + router, two norms), embedding,
+        output layer unless tied, final norm."""
+        h = self.hidden
+        dense = self.layers - self.moe_layers
+        moe = self.moe_layers * (self.attention_params + (self.experts + self.shared_experts) * self.expert_params
+                                 + h * self.experts)
+        embeddings = self.vocab * h * (1 if self.tied_embeddings else 2)
+        return float(dense * (self.attention_params + self.dense_mlp_params) + moe + 2 * h * self.layers + embeddings + h)
+
+    @property
+    def active_matmul_params(self):
+        """The N of 6N: weights one token multiplies by, output layer included, embedding
+        lookup excluded (Narayanan 2021 Eq. 3 counts the logit GEMM, not the lookup)."""
+        dense = self.layers - self.moe_layers
+        moe = self.moe_layers * (self.attention_params + (self.top_k + self.shared_experts) * self.expert_params
+                                 + self.hidden * self.experts)
+        return float(dense * (self.attention_params + self.dense_mlp_params) + moe + self.vocab * self.hidden)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``gpus`` GPUs of type ``gpu`` (a key of ``models.hardware.GPUS``), ``gpus_per_node``
+    to a node. ``intra`` / ``inter``: keys of ``models.hardware.LINKS`` for the links inside
+    and between nodes (None: the GPU's usual NVLink and one NIC per GPU).
+    ``inter_bytes_per_s`` overrides the per-GPU network bandwidth (one direction), e.g.
+    for nodes with fewer NICs than GPUs."""
+
+    gpu: str = "a100_80gb"
+    gpus: int = 1024
+    gpus_per_node: int = 8
+    intra: str = None
+    inter: str = None
+    inter_bytes_per_s: float = None
+
+    def __post_init__(self):
+        choice("gpu", self.gpu, tuple(hardware.GPUS))
+        object.__setattr__(self, "gpus", positive_int("gpus", self.gpus))
+        object.__setattr__(self, "gpus_per_node", positive_int("gpus_per_node", self.gpus_per_node))
+        if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
+            raise ValueError(f"gpus={self.gpus} must be a multiple of gpus_per_node={self.gpus_per_node} (whole nodes)")
+        if self.gpus < self.gpus_per_node and self.gpus_per_node % self.gpus:
+            raise ValueError(f"gpus={self.gpus} must divide gpus_per_node={self.gpus_per_node} (part of one node)")
+        if self.intra is not None:
+            choice("intra", self.intra, tuple(hardware.LINKS))
+        if self.inter is not None:
+            choice("inter", self.inter, tuple(hardware.LINKS))
+        if self.inter_bytes_per_s is not None:
+            positive("inter_bytes_per_s", self.inter_bytes_per_s)
+
+    @property
+    def spec(self):
+        return hardware.GPUS[self.gpu]
+
+    @property
+    def intra_link(self):
+        return hardware.LINKS[self.intra or self.spec.scale_up_link]
+
+    @property
+    def inter_link(self):
+        return hardware.LINKS[self.inter or USUAL_NETWORK[self.gpu]]
+
+    @property
+    def network_bytes_per_s(self):
+        """Per-GPU bandwidth off the node, one direction."""
+        return float(self.inter_bytes_per_s or self.inter_link.bandwidth_bytes_per_s)
+
+    @property
+    def usable_bytes(self):
+        return self.spec.hbm_bytes * USABLE_HBM_FRACTION
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One layout: gpus = tp·pp·dp·cp (ep lives inside dp·cp); ``global_batch`` sequences
+    per step in microbatches of ``microbatch``; ``virtual_stages`` model chunks per
+    pipeline rank (interleaved schedule only); ZeRO stage 0-3 over dp·cp; activation
+    recomputation none|selective|full; sequence parallelism (changes nothing at tp=1);
+    FlashAttention (never materialises the score matrix)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    microbatch: int = 1
+    global_batch: int = 1
+    virtual_stages: int = 1
+    zero: int = 0
+    recompute: str = "selective"
+    sequence_parallel: bool = True
+    schedule: str = "1f1b"
+    flash_attention: bool = True
+
+    def __post_init__(self):
+        for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "global_batch", "virtual_stages"):
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
+        choice("zero", self.zero, ZERO_STAGES)
+        choice("recompute", self.recompute, RECOMPUTE_OPTIONS)
+        choice("schedule", self.schedule, SCHEDULES)
+        _flag("sequence_parallel", self.sequence_parallel)
+        _flag("flash_attention", self.flash_attention)
+        if self.schedule == "interleaved" and self.virtual_stages == 1:
+            raise ValueError("virtual_stages=1: the interleaved schedule needs at least 2 model chunks per pipeline rank")
+        if self.schedule != "interleaved" and self.virtual_stages > 1:
+            raise ValueError(f"virtual_stages={self.virtual_stages} needs schedule='interleaved', not {self.schedule!r}")
+        if self.global_batch % (self.dp * self.microbatch):
+            raise ValueError(f"global_batch={self.global_batch} is not divisible by dp*microbatch = "
+                             f"{self.dp}*{self.microbatch} = {self.dp * self.microbatch}")
+
+    @property
+    def microbatches(self):
+        """Microbatches per step on each pipeline: global_batch / (dp·microbatch)."""
+        return self.global_batch // (self.dp * self.microbatch)
+
+    @property
+    def gpus(self):
+        return self.tp * self.pp * self.dp * self.cp
+
+    def label(self):
+        """'tp8 pp8 dp16 mb1 ZeRO-1 selective' (what a table row shows)."""
+        parts = [f"tp{self.tp}", f"pp{self.pp}"]
+        if self.virtual_stages > 1:
+            parts[-1] += f"x{self.virtual_stages}"
+        parts.append(f"dp{self.dp}")
+        if self.cp > 1:
+            parts.append(f"cp{self.cp}")
+        if self.ep > 1:
+            parts.append(f"ep{self.ep}")
+        parts += [f"mb{self.microbatch}", memory.STAGE_LABELS[self.zero], f"{self.recompute} recompute"]
+        return " ".join(parts)
+
+
+
+# ---- outputs -----------------------------------------------------------------------------
+
+MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "buffers")
+TIME_PARTS = ("compute", "recompute", "bubble", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "optimizer")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What ``predict`` says about one plan. Times in seconds, memory in bytes per device
+    (the worst pipeline stage), fractions 0-1, throughputs for the whole cluster."""
+
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    hfu: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    memory_bytes: float
+    memory_breakdown: dict
+    time_breakdown: dict
+    fits: bool
+    usable_bytes: float
+    hbm_bytes: float
+    worst_stage: int
+    stage_layers: tuple  # transformer layers on each pipeline rank
+    microbatches: int
+    bubble_fraction: float  # bubble / step time
+    stage_memory: tuple  # per pipeline rank: (params, grads, optimizer, activations, buffers) bytes
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+
+    @property
+    def model_state_bytes(self):
+        """Parameters, gradients and optimizer state on the worst stage."""
+        b = self.memory_breakdown
+        return b["params"] + b["grads"] + b["optimizer"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    plan: Plan
+    estimate: Estimate
+    reasons: tuple  # sentences with numbers, the ladder for the best, the comparison for the others
+
+
+@dataclass(frozen=True)
+class Search:
+    """Everything ``search`` found: ``candidates`` that fit, best first (one per layout:
+    degrees, microbatch and chunks, with its fastest ZeRO stage and recompute mode);
+    ``smallest`` the plan with the smallest footprint among those priced (when nothing
+    fits, the one closest to fitting); ``considered`` plans priced (a plan that cannot
+    beat one already priced in its layout is skipped), ``fitting`` how many of them
+    fit; ``dropped``
+    sentences saying what did not fit and why."""
+
+    candidates: tuple
+    smallest: Candidate
+    considered: int
+    fitting: int
+    dropped: tuple
+    ladder: tuple
+    message: str = ""  # when nothing fits: the smallest footprint found and what would make it fit
+
+

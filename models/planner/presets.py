@@ -1,0 +1,79 @@
+"""Published models and node types the lab and the command line start from."""
+from dataclasses import dataclass, replace
+
+from models._validate import choice
+from models.planner.model import Cluster, Transformer
+
+# ---- presets -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelPreset:
+    key: str
+    label: str
+    model: Transformer
+    source: str
+
+
+@dataclass(frozen=True)
+class ClusterPreset:
+    key: str
+    label: str
+    gpu: str
+    gpus_per_node: int
+    intra: str
+    inter: str
+    source: str
+
+
+MODELS = {p.key: p for p in (
+    ModelPreset("gpt3-175b", "GPT-3 175B", Transformer(96, 12288, 96, 2048, 51200),
+                "Brown et al. 2020 Table 2.1; vocabulary padded to 51,200 as in Narayanan et al. 2021"),
+    ModelPreset("llama3-8b", "Llama 3 8B",
+                Transformer(32, 4096, 32, 8192, 128256, ffn=14336, kv_heads=8, gated_mlp=True, tied_embeddings=False),
+                "Llama 3 Herd of Models, Table 3"),
+    ModelPreset("llama3-70b", "Llama 3 70B",
+                Transformer(80, 8192, 64, 8192, 128256, ffn=28672, kv_heads=8, gated_mlp=True, tied_embeddings=False),
+                "Llama 3 Herd of Models, Table 3"),
+    ModelPreset("llama3-405b", "Llama 3 405B",
+                Transformer(126, 16384, 128, 8192, 128256, ffn=53248, kv_heads=8, gated_mlp=True,
+                            tied_embeddings=False),
+                "Llama 3 Herd of Models, Table 3 (sequence 8,192 for most of pre-training)"),
+    ModelPreset("mt-nlg-530b", "Megatron-Turing NLG 530B", Transformer(105, 20480, 128, 2048, 51200),
+                "Smith et al. 2022, Sec. 2.2"),
+    ModelPreset("mixtral-8x7b", "Mixtral 8x7B",
+                Transformer(32, 4096, 32, 32768, 32000, ffn=14336, kv_heads=8, gated_mlp=True, experts=8, top_k=2,
+                            tied_embeddings=False),
+                "Jiang et al. 2024, Table 1 (32k-token context)"),
+    ModelPreset("deepseek-v3", "DeepSeek-V3 671B",
+                Transformer(61, 7168, 128, 4096, 129280, ffn=18432, gated_mlp=True, experts=256, top_k=8,
+                            shared_experts=1, expert_ffn=2048, dense_layers=3, tied_embeddings=False),
+                "DeepSeek-V3 Technical Report, Sec. 4.2 (MLA priced as multi-head attention; no MTP module)"),
+)}
+
+CLUSTERS = {p.key: p for p in (
+    ClusterPreset("dgx-a100-40gb", "DGX A100 40GB nodes", "a100_40gb", 8, "nvlink3", "ib_hdr",
+                  "NVIDIA DGX A100 datasheet: 8 GPUs, NVSwitch, 8 x 200 Gb/s HDR for compute"),
+    ClusterPreset("dgx-a100-80gb", "DGX A100 80GB nodes", "a100_80gb", 8, "nvlink3", "ib_hdr",
+                  "NVIDIA DGX A100 datasheet (Selene, Narayanan et al. 2021)"),
+    ClusterPreset("dgx-h100", "DGX H100 nodes", "h100_sxm", 8, "nvlink4", "ib_ndr",
+                  "NVIDIA DGX H100 datasheet: 8 GPUs, NVSwitch, 8 x 400 Gb/s NDR"),
+    ClusterPreset("dgx-h200", "DGX H200 nodes", "h200", 8, "nvlink4", "ib_ndr", "NVIDIA DGX H200 datasheet"),
+    ClusterPreset("dgx-b200", "DGX B200 nodes", "b200", 8, "nvlink5", "ib_ndr",
+                  "NVIDIA DGX B200 datasheet: 8 x 400 Gb/s ConnectX-7"),
+)}
+
+
+def model_preset(key, **changes):
+    """The preset's Transformer, with any fields replaced (e.g. seq_len=4096)."""
+    choice("model", key, tuple(MODELS))
+    return replace(MODELS[key].model, **changes) if changes else MODELS[key].model
+
+
+def cluster_preset(key, gpus, **changes):
+    """A Cluster of ``gpus`` GPUs in the preset's nodes."""
+    choice("cluster", key, tuple(CLUSTERS))
+    p = CLUSTERS[key]
+    return Cluster(**{"gpu": p.gpu, "gpus": gpus, "gpus_per_node": p.gpus_per_node, "intra": p.intra,
+                      "inter": p.inter, **changes})
+
+
