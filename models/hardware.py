@@ -61,6 +61,10 @@ class GpuSpec:
     scale_up_link: str  # key into LINKS
     source: str
     note: str = ""
+    # Best bf16 matmul throughput measured over many shapes, over the peak (Bekman, "ML
+    # Engineering", compute/accelerator/README.md, MAMF table): what a GEMM can reach at best.
+    matmul_fraction: float = 0.8
+    generation: str = ""  # "ampere", "hopper", "blackwell", "cdna3": which attention kernels exist
 
     @property
     def short_name(self):  # "H100 SXM 80GB"
@@ -76,6 +80,9 @@ class LinkSpec:
     alpha_s: float  # per message step; an ESTIMATE, see ALPHA_NOTE
     source: str
     note: str = ""
+    # Bus bandwidth NCCL reaches on large messages, over the one-direction rate above
+    # (ACHIEVABLE_NOTE gives each measurement).
+    achievable_fraction: float = 0.8
 
     @property
     def short_name(self):  # "NVLink 4", "InfiniBand NDR 400 Gb/s"
@@ -87,6 +94,15 @@ ALPHA_NOTE = (
     "table in NVIDIA/nccl src/graph/tuning.cc (NVLink 1.9 us, PCI 2.5 us, network 4.0 us; the LL "
     "protocol is faster, Simple slower). NCCL also adds a per-call base latency of ~4-14 us not "
     "included here. Real values depend on message size, protocol, topology and NCCL version."
+)
+
+ACHIEVABLE_NOTE = (
+    "achievable_fraction is the bus bandwidth NCCL reaches on large messages over the one-direction "
+    "rate: A100 NVLink all-reduce 234.9 of 300 GB/s and H100/H200 ring all-gather/reduce-scatter "
+    "361-370 of 450 GB/s (Bekman, ML Engineering, network/README.md; NVIDIA/nccl-tests#212); NDR "
+    "400 Gb/s 46-48 GB/s per NIC of 50 (NVIDIA/nccl-tests#290) and HDR 24 of 25 (NVIDIA/nccl#1048). "
+    "Not measured, assumed 0.8 (the ring-protocol overhead the NCCL maintainers quote): NVLink 5, "
+    "Infinity Fabric, PCIe; XDR and RoCE 400 GbE take the NDR fraction."
 )
 
 _NVLINK_ALPHA_S = 1.9e-6
@@ -106,6 +122,8 @@ GPUS = {
             1555 * GB,
             "nvlink3",
             "NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOPS (624 with sparsity), 40GB HBM2, 1,555 GB/s",
+            matmul_fraction=0.869,
+            generation="ampere",
         ),
         GpuSpec(
             "a100_80gb",
@@ -115,6 +133,8 @@ GPUS = {
             2039 * GB,
             "nvlink3",
             "NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOPS (624 with sparsity), 80GB HBM2e, 2,039 GB/s",
+            matmul_fraction=0.869,
+            generation="ampere",
         ),
         GpuSpec(
             "h100_sxm",
@@ -124,6 +144,8 @@ GPUS = {
             3350 * GB,
             "nvlink4",
             "NVIDIA H100 Tensor Core GPU datasheet: BF16 1,979 TFLOPS with sparsity (989.4 dense), 80GB HBM3, 3.35 TB/s",
+            matmul_fraction=0.803,
+            generation="hopper",
         ),
         GpuSpec(
             "h200",
@@ -134,6 +156,8 @@ GPUS = {
             "nvlink4",
             "NVIDIA H200 Tensor Core GPU datasheet: BF16 1,979 TFLOPS with sparsity (989.4 dense), 141GB HBM3e, 4.8 TB/s",
             "Same compute as H100 SXM; more and faster memory.",
+            matmul_fraction=0.803,
+            generation="hopper",
         ),
         GpuSpec(
             "b200",
@@ -145,6 +169,8 @@ GPUS = {
             "NVIDIA DGX B200 / HGX B200 datasheets: FP16/BF16 36 PFLOPS with sparsity per 8 GPUs "
             "(4.5 per GPU, 2.25 dense), 1,440GB HBM3e and 64 TB/s per 8 GPUs",
             "Announced with 192GB; shipping HGX/DGX B200 systems list 180GB per GPU.",
+            matmul_fraction=0.776,
+            generation="blackwell",
         ),
         GpuSpec(
             "mi300x",
@@ -155,6 +181,8 @@ GPUS = {
             "infinity_fabric_mi300x",
             "AMD Instinct MI300X data sheet: peak BF16 1,307.4 TFLOPS dense (2,614.9 with sparsity), "
             "192GB HBM3, 5.3 TB/s",
+            matmul_fraction=0.514,
+            generation="cdna3",
         ),
     )
 }
@@ -169,6 +197,7 @@ LINKS = {
             "600 GB/s total, both directions summed (12 links x 50 GB/s bidirectional)",
             _NVLINK_ALPHA_S,
             "NVIDIA A100 Tensor Core GPU datasheet",
+            achievable_fraction=235 / 300,
         ),
         LinkSpec(
             "nvlink4",
@@ -177,6 +206,7 @@ LINKS = {
             "900 GB/s total, both directions summed (18 links x 50 GB/s bidirectional)",
             _NVLINK_ALPHA_S,
             "NVIDIA H100 Tensor Core GPU datasheet",
+            achievable_fraction=370 / 450,
         ),
         LinkSpec(
             "nvlink5",
@@ -185,6 +215,7 @@ LINKS = {
             "1.8 TB/s total, both directions summed (18 links x 100 GB/s bidirectional)",
             _NVLINK_ALPHA_S,
             "NVIDIA DGX B200 datasheet / NVIDIA Blackwell architecture technical brief",
+            achievable_fraction=0.80,
         ),
         LinkSpec(
             "infinity_fabric_mi300x",
@@ -195,6 +226,7 @@ LINKS = {
             "AMD Instinct MI300X data sheet",
             "A full mesh, not a switch: one peer gets only 64 GB/s per direction; the aggregate "
             "needs all 7 peers busy (multi-ring or all-to-all). alpha assumed NVLink-like.",
+            achievable_fraction=0.80,
         ),
         LinkSpec(
             "pcie4_x16",
@@ -204,6 +236,7 @@ LINKS = {
             _PCIE_ALPHA_S,
             "PCI-SIG PCIe 4.0 base specification; NVIDIA A100 PCIe datasheet",
             "Raw rate after 128b/130b coding; achievable is ~80% of this.",
+            achievable_fraction=0.80,
         ),
         LinkSpec(
             "pcie5_x16",
@@ -213,6 +246,7 @@ LINKS = {
             _PCIE_ALPHA_S,
             "PCI-SIG PCIe 5.0 base specification; NVIDIA H100 PCIe datasheet",
             "Raw rate after 128b/130b coding; achievable is ~80% of this.",
+            achievable_fraction=0.80,
         ),
         LinkSpec(
             "ib_hdr",
@@ -222,6 +256,7 @@ LINKS = {
             _NETWORK_ALPHA_S,
             "NVIDIA ConnectX-6 VPI adapter datasheet",
             "Per NIC; DGX A100 has one HDR NIC per GPU for compute traffic.",
+            achievable_fraction=24 / 25,
         ),
         LinkSpec(
             "ib_ndr",
@@ -231,6 +266,7 @@ LINKS = {
             _NETWORK_ALPHA_S,
             "NVIDIA ConnectX-7 adapter datasheet",
             "Per NIC; DGX H100 has one NDR NIC per GPU for compute traffic.",
+            achievable_fraction=47 / 50,
         ),
         LinkSpec(
             "ib_xdr",
@@ -239,6 +275,7 @@ LINKS = {
             "800 Gb/s per port, per direction, in bits",
             _NETWORK_ALPHA_S,
             "NVIDIA ConnectX-8 SuperNIC / Quantum-X800 datasheets",
+            achievable_fraction=0.94,
         ),
         LinkSpec(
             "roce_400gbe",
@@ -248,6 +285,7 @@ LINKS = {
             _NETWORK_ALPHA_S,
             "NVIDIA ConnectX-7 / Spectrum-X Ethernet datasheets",
             "Latency usually somewhat above InfiniBand on the same rate; same estimate used.",
+            achievable_fraction=47 / 50,
         ),
     )
 }

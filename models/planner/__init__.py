@@ -38,23 +38,29 @@ a plan; ``presets`` published models and nodes; ``validation`` the published cas
 ``exports`` Megatron-LM and torchtitan launch configurations; ``cli`` the command line.
 """
 from models.planner.cost import (
-    ATTENTION_EFFICIENCY, COLLECTIVE_EFFICIENCY, ELEMENTWISE_TRAFFIC, GEMM_EFFICIENCY, predict, train_time_s)
+    ATTENTION_EFFICIENCY, DEEPSPEED_ZERO3_NICS, DEEPSPEED_ZERO3_OVERLAP, ELEMENTWISE_TRAFFIC,
+    ELEMENTWISE_TRAFFIC_UNFUSED, GEMM_SHAPE_EFFICIENCY, predict, train_time_s)
 from models.planner.exports import (
     TORCHTITAN_FLAVORS, megatron_args, parse_megatron_args, parse_torchtitan_toml, torchtitan_toml)
 from models.planner.layouts import PLAN_FIELDS, SEARCHED_FIELDS, recommend, run_steps, search, search_steps
 from models.planner.model import (
     ADAM_STEP_BYTES, GRAD_BYTES, MEMORY_PARTS, OPTIMIZER_BYTES, PARAM_BYTES, RECOMPUTE_OPTIONS, SCHEDULES,
-    TIME_PARTS, USABLE_HBM_FRACTION, USUAL_NETWORK, Candidate, Cluster, Estimate, Plan, Search, Transformer)
+    TIME_PARTS, DEFAULT_MEMORY_MARGIN_BYTES, FRAMEWORKS, RUNTIME_RESERVE_BYTES, USUAL_NETWORK, Candidate, Cluster,
+    Estimate, Plan, Search, Transformer)
 from models.planner.presets import CLUSTERS, MODELS, cluster_preset, model_preset
 from models.planner.reasons import MEMORY_NAMES, PART_NAMES, SCHEDULE_NAMES, explain
-from models.planner.validation import VALIDATION, Case, Check, measure, validate
+from models.planner.cases import CASES, SOURCES, Case
+from models.planner.validation import VALIDATION, Band, Check, band, measure, regime, validate
 
 __all__ = [
-    "GEMM_EFFICIENCY", "ATTENTION_EFFICIENCY", "ELEMENTWISE_TRAFFIC", "COLLECTIVE_EFFICIENCY", "USABLE_HBM_FRACTION",
+    "GEMM_SHAPE_EFFICIENCY", "ATTENTION_EFFICIENCY", "ELEMENTWISE_TRAFFIC", "ELEMENTWISE_TRAFFIC_UNFUSED",
+    "DEEPSPEED_ZERO3_NICS", "DEEPSPEED_ZERO3_OVERLAP", "RUNTIME_RESERVE_BYTES", "DEFAULT_MEMORY_MARGIN_BYTES",
+    "FRAMEWORKS",
     "PARAM_BYTES", "GRAD_BYTES", "OPTIMIZER_BYTES", "ADAM_STEP_BYTES", "RECOMPUTE_OPTIONS", "SCHEDULES",
     "Transformer", "Cluster", "Plan", "Estimate", "Candidate", "Search", "predict", "search", "search_steps",
     "run_steps", "recommend", "explain", "train_time_s", "MODELS", "CLUSTERS", "model_preset", "cluster_preset",
     "USUAL_NETWORK", "MEMORY_PARTS", "TIME_PARTS", "MEMORY_NAMES", "PART_NAMES", "SCHEDULE_NAMES", "PLAN_FIELDS",
-    "SEARCHED_FIELDS", "VALIDATION", "Case", "Check", "measure", "validate", "megatron_args", "torchtitan_toml",
+    "SEARCHED_FIELDS", "VALIDATION", "CASES", "SOURCES", "Case", "Check", "Band", "band", "regime", "measure",
+    "validate", "megatron_args", "torchtitan_toml",
     "parse_megatron_args", "parse_torchtitan_toml", "TORCHTITAN_FLAVORS",
 ]

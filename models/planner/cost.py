@@ -1,29 +1,60 @@
 """One plan's step time and memory: the cost model behind ``predict``."""
-from models import collectives, overlap
+import math
+
+from models import collectives, ddp, hardware, overlap
 from models._validate import divides, positive
 from models.planner.model import (
     ACTIVATION_BYTES, ADAM_STEP_BYTES, GRAD_BYTES, MEMORY_PARTS, OPTIMIZER_BYTES, PARAM_BYTES, TIME_PARTS, Cluster,
     Estimate, Plan, Transformer)
 
 # ---- the named constants (each justified in docs/MODELS.md, "Planner") ------------------
-# Fraction of a GPU's dense peak that the GEMMs of a training step sustain when they are
-# compute-bound (cuBLAS on large bf16/fp16 shapes reaches ~80%; launch gaps, wave
-# quantisation and the smaller backward GEMMs take the rest). Fitted, with
-# ELEMENTWISE_TRAFFIC, to the four Megatron-LM 2021 Table 1 rows.
-GEMM_EFFICIENCY = 0.71
-# Fraction of peak the attention core (QK^T, softmax, AV and their gradients) sustains:
-# FlashAttention-2 reaches 50-73% of A100 peak forward and 35-63% backward (Dao 2023,
-# Sec. 4.1), and unfused batched GEMMs over 64-160-wide heads do no better.
+# Fraction of the best measured matmul throughput (``GpuSpec.matmul_fraction``: 86.9% of peak
+# on A100, 80.3% on H100, 77.6% on B200) that a training step's compute-bound GEMMs sustain:
+# launch gaps, wave quantisation and the thinner backward GEMMs take the rest. Fitted, with
+# ELEMENTWISE_TRAFFIC, to Megatron-LM 2021 Table 1 (the fitting set, ``models.planner.cases``).
+GEMM_SHAPE_EFFICIENCY = 0.80
+# Fraction of peak the attention core (QK^T, softmax, AV and their gradients) sustains with a
+# kernel that reaches FlashAttention-2's A100 forward rate (73% of peak, Dao 2023 Sec. 4.1):
+# its backward runs at 50-63%, so forward and backward together average about 0.5. Unfused
+# attention (batched GEMMs and a softmax kernel, Megatron-LM 2021) does no better. Not fitted.
 ATTENTION_EFFICIENCY = 0.50
+# Forward fraction of peak each attention kernel reaches, by GPU generation: FlashAttention-2
+# 73% on A100 and 34% on H100 (335 of 989 TFLOP/s: it uses none of Hopper's new instructions,
+# Dao 2023 Sec. 4.1); FlashAttention-3 / cuDNN 75% on H100 (740 TFLOP/s, Shah et al. 2024
+# Sec. 1). Megatron-Core runs Transformer Engine's cuDNN kernel, PyTorch's SDPA runs
+# FlashAttention-2 (torchtitan, llm-foundry). Blackwell and CDNA3 have no published rate: the
+# Hopper rates are assumed (their bands say so).
+ATTENTION_KERNEL_FRACTION = {"fa2": {"ampere": 0.73, "hopper": 0.34, "blackwell": 0.34, "cdna3": 0.34},
+                             "cudnn": {"ampere": 0.73, "hopper": 0.75, "blackwell": 0.75, "cdna3": 0.34}}
+ATTENTION_KERNEL = {"megatron": "cudnn", "fsdp": "fa2", "deepspeed": "fa2"}
 # Bytes the non-GEMM kernels (layernorm, dropout, activation function, residual adds,
 # softmax) move through HBM per byte of a layer's activation ledger, per forward pass;
-# a backward pass moves twice that. Each stored tensor is written once and read at least
-# once more (2), plus the inputs these kernels read; the value is fitted with
-# GEMM_EFFICIENCY to the same four rows (docs/MODELS.md, "Planner").
+# a backward pass moves twice that. With fused kernels (Megatron-LM's bias-GeLU,
+# bias-dropout-add and scale-mask-softmax) each stored tensor is written once and read once
+# more (2) plus the inputs these kernels read; fitted with GEMM_SHAPE_EFFICIENCY. Eager
+# PyTorch runs each of these ops as its own kernel, each reading and writing whole tensors:
+# ELEMENTWISE_TRAFFIC_UNFUSED, fitted to torchtitan's A100 runs (the fitting set).
 ELEMENTWISE_TRAFFIC = 2.5
-# Achievable bus bandwidth over the datasheet link rate: NCCL's own tuning model caps A100
-# NVLink at 235 GB/s of the 300 GB/s peak (NVIDIA/nccl src/graph/tuning.cc).
-COLLECTIVE_EFFICIENCY = 235 / 300
+ELEMENTWISE_TRAFFIC_UNFUSED = 4.0
+FUSED_KERNELS = {"megatron": True, "fsdp": False, "deepspeed": True}
+# NCCL's latency model (NVIDIA/nccl src/graph/tuning.cc, LL128 protocol, ring): a base
+# latency per call, plus one hop latency per ring step, NVLink for steps inside a node and the
+# network's for the steps that cross to the next node.
+NCCL_BASE_LATENCY_S = 14.0e-6
+# DeepSpeed's 2021 ZeRO-3 (the baseline of Narayanan et al. 2021 Table 2) gathered each
+# layer's parameters sub-module by sub-module and moved them at about one NIC's bandwidth per
+# GPU, not the node's eight, and hid only part of that behind compute. Both fitted to the
+# 175B rows of Table 2 and checked on the 530B rows (docs/MODELS.md, "Frameworks").
+DEEPSPEED_ZERO3_NICS = 1.0
+DEEPSPEED_ZERO3_OVERLAP = 0.8
+# Megatron-LM's gradient buckets: max(4e7, 1e6 x dp) parameters, "larger DP sizes need larger
+# buckets to ensure collectives do not become latency-bound" (megatron/core/distributed/
+# distributed_data_parallel_config.py); DeepSpeed reduces in buckets of 5e8 elements
+# (deepspeed/runtime/zero/config.py reduce_bucket_size). FSDP reduces one layer at a time.
+MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PER_RANK, DEEPSPEED_BUCKET_PARAMS = 4e7, 1e6, 5e8
+# CUDA blocks (one per SM) NCCL runs a collective on: two channels per NIC on an eight-NIC
+# node (NCCL's default ring channel count there; Figure 06's default).
+NCCL_CHANNELS = 16
 
 
 # ---- the cost model ----------------------------------------------------------------------
@@ -72,7 +103,8 @@ class _Context:
         self.model, self.cluster = model, cluster
         spec = cluster.spec
         self.peak = spec.peak_bf16_dense_flops_per_s
-        self.gemm_rate = self.peak * GEMM_EFFICIENCY
+        self.gemm_rate = self.peak * spec.matmul_fraction * GEMM_SHAPE_EFFICIENCY
+        self.generation = spec.generation
         self.hbm_rate = spec.hbm_bandwidth_bytes_per_s
         self.intra = cluster.intra_link
         self.inter = cluster.inter_link
@@ -84,39 +116,78 @@ class _Context:
         self.stage_cache = {}
         self.link_cache = {}
         self.terms_cache = {}
+        # Overlap is not free: while a collective runs under compute its NCCL channels hold
+        # NCCL_CHANNELS of the GPU's SMs (models.overlap.sm_contention_from_channels), so the
+        # compute it hides behind runs at (1 - share) of its speed.
+        share = overlap.sm_contention_from_channels(NCCL_CHANNELS, hardware.sm_count(cluster.gpu))
+        self.contention = share / (1 - share)
+
+    def behind(self, comm_s, window_s):
+        """Seconds a collective of ``comm_s`` adds to a step when it can hide behind
+        ``window_s`` of compute: what does not fit, plus what fits slowing that compute."""
+        if comm_s <= window_s:
+            return comm_s * self.contention
+        return comm_s - window_s + window_s * self.contention
 
     # -- fabric ---------------------------------------------------------------------------
-    def link(self, stride, degree):
-        """(alpha_s, bytes_per_s) of a group of ``degree`` ranks ``stride`` apart (models.mesh
-        rank order): NVLink if the group sits inside one node, else the network. A group
-        with k members per node runs k rings side by side, one per NIC (NCCL's rail
-        channels), so it gets min(NVLink, k x NIC)."""
-        key = (stride, degree)
+    def link(self, op, stride, degree, nics=None):
+        """(latency_s, bytes_per_s) of one call of ``op`` on a group of ``degree`` ranks
+        ``stride`` apart (models.mesh rank order).
+
+        Latency, NCCL's model (src/graph/tuning.cc): NCCL_BASE_LATENCY_S plus one hop per
+        ring step (degree - 1 steps; twice that for AllReduce; one for a send), NVLink's
+        alpha for the steps inside a node and the network's for the node crossings.
+        Bandwidth: NVLink inside a node; across nodes a group with k members per node runs
+        k rings side by side, one per NIC (NCCL's rail channels): min(NVLink, k x NIC),
+        except that All-to-All and point-to-point sends cannot aggregate NICs (NCCL
+        maintainers, nccl-tests#267): one NIC. Each link at its achievable fraction.
+        ``nics`` caps the NICs a group's traffic uses (DeepSpeed's ZeRO-3)."""
+        key = ("link", op, stride, degree, nics)
         cached = self.link_cache.get(key)
         if cached is not None:
             return cached
         g = self.cluster.gpus_per_node
         span = stride * degree
+        factor = 2 if op == "allreduce" else 1
+        steps = 1 if op == "sendrecv" else factor * (degree - 1)
+        nvlink = self.intra.bandwidth_bytes_per_s * self.intra.achievable_fraction
         if span <= g and g % span == 0:
-            result = (self.intra.alpha_s, self.intra.bandwidth_bytes_per_s * COLLECTIVE_EFFICIENCY)
+            result = (NCCL_BASE_LATENCY_S + steps * self.intra.alpha_s, nvlink)
         else:
             per_node = max(1, min(degree, g // stride)) if stride < g else 1
-            bandwidth = min(self.intra.bandwidth_bytes_per_s, per_node * self.network)
-            result = (self.inter.alpha_s, bandwidth * COLLECTIVE_EFFICIENCY)
+            nodes = -(-degree // per_node)
+            crossings = 1 if op == "sendrecv" else factor * (nodes - 1)
+            latency = NCCL_BASE_LATENCY_S + (steps - crossings) * self.intra.alpha_s + crossings * self.inter.alpha_s
+            lanes = 1 if op in ("alltoall", "sendrecv") else per_node
+            if nics is not None:
+                lanes = min(lanes, nics)
+            result = (latency, min(nvlink, lanes * self.network * self.inter.achievable_fraction))
         self.link_cache[key] = result
         return result
 
     def collective_s(self, op, nbytes, stride, degree):
         if degree == 1 or nbytes == 0:
             return 0.0
-        alpha, bandwidth = self.link(stride, degree)
-        return collectives.time_s(op, nbytes, degree, alpha_s=alpha, bandwidth_bytes_per_s=bandwidth)
+        latency, per_byte = _cost(self, op, stride, degree)
+        return latency + per_byte * nbytes
 
     # -- one GEMM -----------------------------------------------------------------------
     def gemm_s(self, m, k, n):
-        """Roofline: the slower of its FLOPs at GEMM_EFFICIENCY of peak and its bf16 operands
-        through HBM. The per-rank shape decides which."""
+        """Roofline: the slower of its FLOPs at matmul_fraction x GEMM_SHAPE_EFFICIENCY of
+        peak and its bf16 operands through HBM. The per-rank shape decides which."""
         return max(2.0 * m * k * n / self.gemm_rate, ACTIVATION_BYTES * (m * k + k * n + m * n) / self.hbm_rate)
+
+    def attention_rate(self, framework, flash):
+        """FLOP/s of the attention core: ATTENTION_EFFICIENCY of peak, scaled by how the
+        framework's kernel fares on this GPU against FlashAttention-2 on an A100; unfused
+        attention runs batched GEMMs, scaled like any matmul."""
+        if flash:
+            fraction = ATTENTION_KERNEL_FRACTION[ATTENTION_KERNEL[framework]][self.generation]
+            return self.peak * ATTENTION_EFFICIENCY * fraction / ATTENTION_KERNEL_FRACTION["fa2"]["ampere"]
+        return self.peak * ATTENTION_EFFICIENCY * self.cluster.spec.matmul_fraction / _A100_MATMUL_FRACTION
+
+
+_A100_MATMUL_FRACTION = 0.869  # hardware.GPUS["a100_80gb"].matmul_fraction, where ATTENTION_EFFICIENCY was read
 
 
 def _layer_ledger(model, seq, micro_batch, tp, sp, recompute, flash, moe):
@@ -130,7 +201,9 @@ def _layer_ledger(model, seq, micro_batch, tp, sp, recompute, flash, moe):
     h = model.hidden
     if recompute == "full":  # Sec. 5: only the layer input, split by t with SP
         return 2 * sb * h / (tp if sp else 1), 0.0
-    outside = 10 * sb * h / (tp if sp else 1)
+    # Outside the TP region: two layernorm inputs (4sbh), the QKV and MLP inputs (4sbh) and
+    # two one-byte dropout masks (2sbh): 10sbh, 8sbh for a model trained without dropout.
+    outside = (10 if model.dropout else 8) * sb * h / (tp if sp else 1)
     attention = (4 * sb * h + 4 * sb * model.kv_hidden) / tp  # Q, K, V, projection input
     tensors = 3 if model.gated_mlp else 2
     if moe:
@@ -138,7 +211,8 @@ def _layer_ledger(model, seq, micro_batch, tp, sp, recompute, flash, moe):
         mlp = (2 * tensors * sb * width + 2 * model.top_k * sb * h) / tp
     else:
         mlp = 2 * tensors * sb * model.ffn / tp
-    scores = 0.0 if (recompute == "selective" or flash) else 5.0 * model.heads * seq * sb / tp
+    # softmax output (2as²b), and with dropout its mask and output (as²b + 2as²b)
+    scores = 0.0 if (recompute == "selective" or flash) else (5.0 if model.dropout else 2.0) * model.heads * seq * sb / tp
     return outside + attention + mlp + scores, scores
 
 
@@ -146,11 +220,11 @@ class _Layer:
     """Per-rank seconds and bytes of one transformer layer for one microbatch."""
 
     __slots__ = ("forward_s", "backward_s", "recompute_s", "tp_s", "cp_s", "ep_s", "ledger_bytes",
-                 "working_bytes", "params", "expert_params")
+                 "working_bytes", "params", "expert_params", "largest_matrix")
 
 
-def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
-    key = (tp, cp, mb, ep, sp, recompute, flash, moe)
+def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap):
+    key = (tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap)
     cached = ctx.layer_cache.get(key)
     if cached is not None:
         return cached
@@ -174,9 +248,10 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
         forward += gemm(tokens, h, glu * model.ffn // tp) + gemm(tokens, model.ffn // tp, h)
     # attention core QK^T and AV: 4·b·(s/cp)·s·h/t FLOPs; a causal FlashAttention kernel
     # skips the masked half (Dao 2023, FlashAttention-2 Sec. 3.1).
-    attention = 4.0 * tokens * s * h / tp * (0.5 if flash else 1.0) / (ctx.peak * ATTENTION_EFFICIENCY)
+    attention = 4.0 * tokens * s * h / tp * (0.5 if flash else 1.0) / ctx.attention_rate(framework, flash)
     ledger, scores = _layer_ledger(model, s_local, mb, tp, sp, "none", flash, moe)  # everything a forward writes
-    elementwise = ELEMENTWISE_TRAFFIC * ledger / ctx.hbm_rate
+    traffic = ELEMENTWISE_TRAFFIC if FUSED_KERNELS[framework] else ELEMENTWISE_TRAFFIC_UNFUSED
+    elementwise = traffic * ledger / ctx.hbm_rate
     layer = _Layer()
     layer.forward_s = forward + attention + elementwise
     # Backward: twice the forward GEMMs and elementwise traffic (gradients of inputs and of
@@ -186,7 +261,7 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
     if recompute == "full":
         layer.recompute_s = layer.forward_s
     elif recompute == "selective":
-        layer.recompute_s = attention + ELEMENTWISE_TRAFFIC * scores / ctx.hbm_rate
+        layer.recompute_s = attention + traffic * scores / ctx.hbm_rate
     else:
         layer.recompute_s = 0.0
     passes = 3 if recompute == "full" else 2  # passes that issue this layer's collectives: forward(s) + backward
@@ -194,13 +269,20 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
     # (Shoeybi 2019; Korthikanti 2022 Sec. 4.2.2), blocking: the next op consumes them.
     message = ACTIVATION_BYTES * tokens * h
     tp_once = ctx.collective_s("allreduce", message, 1, tp)
-    layer.tp_s = overlap.hidden_comm("tp", 2 * passes * tp_once, forward).exposed_s  # the window is always 0
+    if tp_overlap:
+        # Transformer Engine splits each AllGather / ReduceScatter and the GEMM it feeds into
+        # chunks and pipelines them (Megatron-Core --tp-comm-overlap): what the layer's TP
+        # GEMMs cannot cover stays exposed, in the forward pass(es) and in the backward
+        # (whose GEMMs take twice as long).
+        layer.tp_s = (passes - 1) * max(0.0, 2 * tp_once - forward) + max(0.0, 2 * tp_once - 2 * forward)
+    else:
+        layer.tp_s = overlap.hidden_comm("tp", 2 * passes * tp_once, forward).exposed_s  # the window is always 0
     # CP: ring attention passes K and V blocks cp-1 times per layer and pass (Liu et al.
     # 2023); backward moves K, V and their gradients; hidden behind the attention blocks.
     if cp > 1:
-        alpha, bandwidth = ctx.link(tp, cp)
+        latency, per_byte = _cost(ctx, "sendrecv", tp, cp)
         block = 2.0 * ACTIVATION_BYTES * tokens * model.kv_hidden / tp
-        ring = (cp - 1) * (alpha + block / bandwidth)
+        ring = (cp - 1) * (latency + block * per_byte)
         forward_cp = overlap.hidden_comm("cp", ring, attention).exposed_s
         backward_cp = overlap.hidden_comm("cp", 2 * ring, 2 * attention).exposed_s
         layer.cp_s = forward_cp * (passes - 1) + backward_cp
@@ -215,6 +297,9 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe):
         layer.ep_s = 0.0
     layer.ledger_bytes, _ = _layer_ledger(model, s_local, mb, tp, sp, recompute, flash, moe)
     layer.working_bytes = ledger if recompute == "full" else 0.0  # the layer being recomputed
+    # the largest weight matrix on this rank: what DeepSpeed gathers at once (one sub-module)
+    width = model.expert_ffn if moe else model.ffn
+    layer.largest_matrix = max(h * (h + 2 * model.kv_hidden), glu * h * width) / tp
     if moe:
         layer.params = (model.attention_params + model.shared_experts * model.expert_params) / tp \
             + h * model.experts + 2 * h
@@ -296,14 +381,15 @@ def _bubble_over_ideal(schedule, pp, m, v):
 def _inflight(schedule, pp, m, v, stage):
     """Microbatches' worth of its layers pipeline rank ``stage`` holds at peak:
     1F1B min(p - d, m) (Narayanan 2021 Sec. 2.2.1), interleaved + (p-1)/v (Korthikanti
-    2022 Sec. 4.2.3: p(1 + (p-1)/(pv)) on the first rank), GPipe m, ZB-H1 min(p, m) on
-    every rank (Qi et al. 2023: same peak as 1F1B's first rank)."""
+    2022 Sec. 4.2.3: p(1 + (p-1)/(pv)) on the first rank) but never more than all m
+    microbatches (Megatron-LM's schedules.py caps the warm-up at the step's microbatches),
+    GPipe m, ZB-H1 min(p, m) on every rank (Qi et al. 2023: same peak as 1F1B's first rank)."""
     if schedule == "gpipe":
         return float(m)
     if schedule == "zb-h1":
         return float(min(pp, m))
     held = float(min(pp - stage, m))
-    return held + (pp - 1) / v if schedule == "interleaved" else held
+    return min(float(m), held + (pp - 1) / v) if schedule == "interleaved" else held
 
 
 class _Terms:
@@ -311,13 +397,14 @@ class _Terms:
 
     __slots__ = ("ranks", "stage_s", "slowest_s", "bubble_s", "part_s", "microbatches", "dense_group",
                  "expert_group", "dense_lines", "expert_lines", "flops", "hardware_flops", "tokens", "gpus",
-                 "layers", "group_of", "schedule")
+                 "layers", "group_of", "schedule", "framework")
 
 
-def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch):
+def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch, framework="megatron",
+           tp_overlap=False):
     """Per-microbatch seconds and per-rank bytes of a layout (every pipeline rank that
     differs), everything but the ZeRO stage's share."""
-    key = (tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch)
+    key = (tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch, framework, tp_overlap)
     cached = ctx.terms_cache.get(key)
     if cached is not None:
         return cached
@@ -327,14 +414,16 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
     h, s, vocab = model.hidden, model.seq_len, model.vocab
     m = global_batch // (dp * mb)
     sp = sp and tp > 1
-    dense = _layer(ctx, tp, cp, mb, 1, sp, recompute, flash, False) if ctx.has_dense else None
-    moe = _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, True) if model.experts > 1 else None
+    tp_overlap = tp_overlap and sp
+    dense = _layer(ctx, tp, cp, mb, 1, sp, recompute, flash, False, framework, tp_overlap) if ctx.has_dense else None
+    moe = _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, True, framework, tp_overlap) if model.experts > 1 else None
     tokens = mb * (s // cp)
     outside = tp if sp else 1
     # The output layer and loss on the last rank: logit GEMM forward, twice that backward,
     # and the fp32 cross-entropy over tokens x vocab/t as elementwise traffic.
     logits_bytes = 4.0 * tokens * vocab / tp
-    out_forward = ctx.gemm_s(tokens, h, vocab / tp) + ELEMENTWISE_TRAFFIC * logits_bytes / ctx.hbm_rate
+    traffic = ELEMENTWISE_TRAFFIC if FUSED_KERNELS[framework] else ELEMENTWISE_TRAFFIC_UNFUSED
+    out_forward = ctx.gemm_s(tokens, h, vocab / tp) + traffic * logits_bytes / ctx.hbm_rate
     # Pipeline point-to-point: one activation per microbatch each way per chunk, split by t
     # (Megatron's scatter/gather, or SP), exposed (the next stage waits for it).
     if pp > 1:
@@ -348,7 +437,7 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
     total_s = 0.0
     for stage, n_dense, n_moe, first, last, count in groups:
         compute = recompute_s = tp_s = cp_s = ep_s = forward = 0.0
-        params = expert_params = ledger = working = unit = 0.0
+        params = expert_params = ledger = working = unit = matrix = 0.0
         for layer, n in ((dense, n_dense), (moe, n_moe)):
             if n:
                 compute += n * (layer.forward_s + layer.backward_s)
@@ -362,6 +451,7 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
                 ledger += n * layer.ledger_bytes
                 working = max(working, layer.working_bytes)
                 unit = max(unit, layer.params + layer.expert_params)
+                matrix = max(matrix, layer.largest_matrix)
         per_held = ledger  # bytes per microbatch in flight
         fixed_bytes = working
         if first:
@@ -374,7 +464,9 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
             fixed_bytes += 4.0 * tokens * h / outside + logits_bytes  # final norm, output input, fp32 logits
         activations = per_held * _inflight(schedule, pp, m, v, stage) + fixed_bytes
         parts = (compute, recompute_s, tp_s, cp_s, ep_s, p2p, forward)
-        ranks.append((stage, parts, params, expert_params, activations, unit, per_held, fixed_bytes))
+        if framework == "deepspeed":
+            unit = matrix  # DeepSpeed gathers sub-module by sub-module, FSDP a whole layer
+        ranks.append((stage, parts, params, expert_params, activations, unit, per_held, fixed_bytes, n_dense + n_moe))
         seconds = compute + recompute_s + tp_s + cp_s + ep_s + p2p
         stage_s.append(seconds)
         total_s += count * seconds
@@ -388,7 +480,8 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
     terms.microbatches = m
     terms.dense_group = (tp, dp * cp)
     terms.expert_group = (tp * ep, dp * cp // ep)
-    terms.dense_lines, terms.expert_lines = _group_lines(ctx, tp, dp * cp, ep)
+    terms.framework = framework
+    terms.dense_lines, terms.expert_lines = _group_lines(ctx, tp, dp * cp, ep, framework)
     terms.flops, terms.hardware_flops, terms.tokens = _step_flops(ctx, recompute, global_batch)
     terms.gpus = tp * pp * dp * cp
     terms.layers = layers
@@ -398,14 +491,18 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
     return terms
 
 
-def _group_lines(ctx, tp, shard, ep):
+def _group_lines(ctx, tp, shard, ep, framework):
     """(latency, seconds per byte) of AllReduce, ReduceScatter and AllGather on the dense
-    gradient group (dp x cp ranks tp apart) and the expert-data-parallel group."""
-    key = ("lines", tp, shard, ep)
+    gradient group (dp x cp ranks tp apart) and the expert-data-parallel group, each
+    followed by the same for DeepSpeed's ZeRO-3 traffic (at most DEEPSPEED_ZERO3_NICS NICs)."""
+    key = ("lines", tp, shard, ep, framework)
     lines = ctx.link_cache.get(key)
     if lines is None:
         ops = ("allreduce", "reducescatter", "allgather")
-        lines = (tuple(_cost(ctx, op, tp, shard) for op in ops), tuple(_cost(ctx, op, tp * ep, shard // ep) for op in ops))
+        nics = DEEPSPEED_ZERO3_NICS if framework == "deepspeed" else None
+        lines = tuple(tuple(_cost(ctx, op, stride, degree) for op in ops)
+                      + tuple(_cost(ctx, op, stride, degree, nics) for op in ops[1:])
+                      for stride, degree in ((tp, shard), (tp * ep, shard // ep)))
         ctx.link_cache[key] = lines
     return lines
 
@@ -444,46 +541,78 @@ def _rank_memory(terms, rank, zero):
     optimizer = OPTIMIZER_BYTES * (params / shard + expert_params / expert_shard if zero else params + expert_params)
     grads = GRAD_BYTES * (params / shard + expert_params / expert_shard if zero >= 2 else params + expert_params)
     weights = PARAM_BYTES * (params / shard + expert_params / expert_shard if zero == 3 else params + expert_params)
-    # ZeRO-3 / FSDP peak (models.memory.fsdp_peak_memory): the largest unit, one layer,
-    # gathered in bf16 twice over (the next one is prefetched), plus its fp32 gradients
-    # before their ReduceScatter.
+    # ZeRO-3 / FSDP peak (models.memory.fsdp_peak_memory): the largest unit (one layer; one
+    # weight matrix in DeepSpeed) gathered in bf16 twice over (the next one is prefetched),
+    # plus its fp32 gradients before their ReduceScatter.
     buffers = unit * (2 * PARAM_BYTES + GRAD_BYTES) if zero == 3 else 0.0
     return weights, grads, optimizer, activations, buffers
 
 
-def _cost(ctx, op, stride, degree):
-    """``collectives.time_s`` of ``op`` on one group as (latency_s, seconds_per_byte): the
-    alpha-beta time is linear in the message size, so the search prices a message with
-    one multiply-add instead of a validated call."""
-    key = (op, stride, degree)
+def _cost(ctx, op, stride, degree, nics=None):
+    """One call of ``op`` on one group as (latency_s, seconds_per_byte): ``ctx.link``'s
+    latency, and the alpha-beta bandwidth term of ``models.collectives`` (linear in the
+    message size, so the search prices a message with one multiply-add)."""
+    key = ("cost", op, stride, degree, nics)
     line = ctx.link_cache.get(key)
     if line is None:
         if degree == 1:
             line = (0.0, 0.0)
         else:
-            alpha, bandwidth = ctx.link(stride, degree)
-            seconds = collectives.cost_function(op, degree, alpha_s=alpha, bandwidth_bytes_per_s=bandwidth)
-            latency = seconds(0.0)
-            line = (latency, (seconds(1e9) - latency) / 1e9)
+            latency, bandwidth = ctx.link(op, stride, degree, nics)
+            seconds = collectives.cost_function(op, degree, alpha_s=0.0, bandwidth_bytes_per_s=bandwidth)
+            line = (latency, seconds(1e9) / 1e9)
         ctx.link_cache[key] = line
     return line
+
+
+# Sub-modules with parameters in one layer, each one ZeRO-3 gather in DeepSpeed (it fetches
+# the parameters of the sub-module about to run, deepspeed/runtime/zero/
+# partitioned_param_coordinator.py): two norms, QKV, the attention projection, two MLP linears.
+DEEPSPEED_SUBMODULES_PER_LAYER = 6
+
+
+def _calls(terms, params, layers, zero, gather=False):
+    """NCCL calls one rank issues to reduce (or, ``gather``, to gather) its ``params`` once.
+    FSDP shards by layer, one call per layer for every sharded stage (its units); so does
+    Megatron-FSDP (ZeRO-2/3); DeepSpeed's ZeRO-3 gathers one sub-module at a time. Else one
+    call per bucket: Megatron-LM max(4e7, 1e6 x dp) parameters, DeepSpeed 5e8 elements,
+    PyTorch DDP 25 MiB."""
+    framework = terms.framework
+    if framework == "deepspeed" and zero == 3 and gather:
+        return max(1, layers) * DEEPSPEED_SUBMODULES_PER_LAYER
+    if (framework == "fsdp" and zero >= 1) or (framework == "megatron" and zero >= 2):
+        return max(1, layers)
+    if framework == "megatron":
+        bucket = max(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PER_RANK * terms.dense_group[1])
+    elif framework == "deepspeed":
+        bucket = DEEPSPEED_BUCKET_PARAMS
+    else:
+        bucket = ddp.bucket_cap_bytes(ddp.DEFAULT_BUCKET_CAP_MB) / GRAD_BYTES
+    return max(1, math.ceil(params / bucket))
 
 
 def _tail(ctx, terms, rank, zero):
     """(exposed DP / ZeRO communication, optimizer step) seconds on one pipeline rank.
 
     ZeRO Sec. 7's collectives (``models.memory.comm_collectives``) on the dp x cp group
-    (experts: the expert-data-parallel group), gradients in fp32, weights in bf16:
+    (experts: the expert-data-parallel group), gradients in fp32, weights in bf16, each
+    call paying its latency (``_calls``):
     DDP AllReduces the gradients behind the last microbatch's backward; ZeRO-1
     ReduceScatters them there and AllGathers the updated weights behind the next step's
-    first forward (Megatron-LM's overlap-grad-reduce / overlap-param-gather); ZeRO-2
-    ReduceScatters after every microbatch; ZeRO-3 gathers the weights for every
-    microbatch's forward and backward too. A collective hides behind its window as
-    ``models.overlap.hidden_comm`` says: exposed = max(0, comm - window)."""
+    first forward (Megatron-LM's overlap-grad-reduce / overlap-param-gather; FSDP without
+    resharding and with gradient sync on the last microbatch only, as Llama 3 runs it);
+    ZeRO-2 ReduceScatters after every microbatch, as DeepSpeed and FSDP do; ZeRO-3 gathers
+    the weights for every microbatch's forward and backward too. A collective hides behind
+    its window as ``models.overlap.hidden_comm`` says, exposed = max(0, comm - window), and
+    what hides still slows the compute under it (``_behind``); DeepSpeed's ZeRO-3 hides only
+    DEEPSPEED_ZERO3_OVERLAP of what fits in its window."""
     _, parts, params, expert_params = rank[:4]
+    layers = rank[8]
     m = terms.microbatches
     forward = parts[6]
     backward = parts[0] - parts[6] + parts[1]
+    deepspeed = terms.framework == "deepspeed"
+    behind = ctx.behind
     exposed = updated = 0.0
     for local, group, lines in ((params, terms.dense_group, terms.dense_lines),
                                 (expert_params, terms.expert_group, terms.expert_lines)):
@@ -493,19 +622,29 @@ def _tail(ctx, terms, rank, zero):
         if group[1] == 1:
             continue
         grads, weights = GRAD_BYTES * local, PARAM_BYTES * local
+        reduces, gathers = _calls(terms, local, layers, zero), _calls(terms, local, layers, zero, gather=True)
         if zero == 0:
-            comm = lines[0][0] + lines[0][1] * grads
-            exposed += comm - backward if comm > backward else 0.0
+            exposed += behind(reduces * lines[0][0] + lines[0][1] * grads, backward)
             continue
-        scatter = lines[1][0] + lines[1][1] * grads
-        gather = lines[2][0] + lines[2][1] * weights
         if zero == 3:
-            hidden = gather + scatter
-            exposed += m * ((gather - forward if gather > forward else 0.0)
-                            + (hidden - backward if hidden > backward else 0.0))
-        else:
-            exposed += ((m if zero == 2 else 1) * (scatter - backward if scatter > backward else 0.0)
-                        + (gather - forward if gather > forward else 0.0))
+            (rs_latency, rs_per_byte), (ag_latency, ag_per_byte) = lines[3:5] if deepspeed else lines[1:3]
+            gather = gathers * ag_latency + ag_per_byte * weights
+            scatter = reduces * rs_latency + rs_per_byte * grads
+            if deepspeed:
+                comm = 2 * gather + scatter
+                exposed += m * behind(comm, DEEPSPEED_ZERO3_OVERLAP * min(comm, forward + backward))
+            else:
+                # Each pass's first gather has no compute before it and the last
+                # ReduceScatter none after it (Zhao et al. VLDB'23 Sec. 3-4: with prefetch only
+                # 2 AllGathers and 1 ReduceScatter of one unit stay exposed).
+                unit = 1 / max(1, layers)
+                edge = (2 * gather + scatter) * unit
+                exposed += m * (edge + behind(gather * (1 - unit), forward) + behind((gather + scatter) * (1 - unit),
+                                                                                     backward))
+            continue
+        scatter = reduces * lines[1][0] + lines[1][1] * grads
+        exposed += (m if zero == 2 else 1) * behind(scatter, backward)
+        exposed += behind(gathers * lines[2][0] + lines[2][1] * weights, forward)
     return exposed, ADAM_STEP_BYTES * updated / ctx.hbm_rate
 
 
@@ -611,7 +750,8 @@ def predict(model, cluster, plan):
     _check(model, cluster, plan)
     ctx = _context(model, cluster, keep=False)
     terms = _terms(ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.microbatch, plan.virtual_stages,
-                   plan.recompute, plan.sequence_parallel, plan.schedule, plan.flash_attention, plan.global_batch)
+                   plan.recompute, plan.sequence_parallel, plan.schedule, plan.flash_attention, plan.global_batch,
+                   plan.framework, plan.tp_comm_overlap)
     return _finish(ctx, terms, plan.zero, detail=True)
 
 

@@ -10,7 +10,8 @@ from models.planner.reasons import _dropped, _ladder, _no_layout_message, _nothi
 # ---- the search --------------------------------------------------------------------------
 
 PLAN_FIELDS = tuple(f.name for f in fields(Plan))
-SEARCHED_FIELDS = ("tp", "pp", "cp", "ep", "microbatch", "virtual_stages", "zero", "recompute",
+SEARCHED_FIELDS = ("tp", "pp", "cp", "ep", "microbatch", "virtual_stages", "zero", "recompute", "framework",
+                   "tp_comm_overlap",
                    "sequence_parallel", "schedule", "flash_attention")
 VIRTUAL_STAGES = (2, 3, 4, 6, 8)  # interleaving depths the search tries
 # Context parallelism is searched only while each rank keeps >= 4096 tokens of a sequence:
@@ -107,6 +108,10 @@ def search_steps(model, cluster, global_batch, *, top=5, fixed=None, keep=True):
     gpus, per_node = cluster.gpus, cluster.gpus_per_node
     s = model.seq_len
     flash = fixed.get("flash_attention", True)
+    framework = fixed.get("framework", "megatron")
+    # Megatron-Core overlaps TP communication wherever it can (NVIDIA's recipes default to it);
+    # no other framework can.
+    overlap_tp = fixed.get("tp_comm_overlap", framework == "megatron")
     _check_pinned(model, cluster, fixed)
     widths = [model.heads, model.kv_heads, model.ffn, model.hidden] + ([model.expert_ffn] if model.moe else [])
     tps = _options(fixed, "tp", [t for t in _powers_of_two(min(per_node, gpus)) if all(w % t == 0 for w in widths)])
@@ -116,7 +121,7 @@ def search_steps(model, cluster, global_batch, *, top=5, fixed=None, keep=True):
     # rule the enumeration keeps by construction, so each layout is then checked (a third
     # of a pinned search's time); a pinned ZeRO stage, recompute mode or attention kernel
     # cannot.
-    checked = bool(set(fixed) - {"zero", "recompute", "flash_attention"})
+    checked = bool(set(fixed) - {"zero", "recompute", "flash_attention", "framework", "tp_comm_overlap"})
     best = []  # per layout: (step, memory, plan fields) of its fastest fitting choice
     smallest = None  # (memory, plan fields)
     considered = fitting = 0
@@ -158,7 +163,8 @@ def search_steps(model, cluster, global_batch, *, top=5, fixed=None, keep=True):
                                     _check(model, cluster, Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch=mb,
                                                                 global_batch=global_batch, virtual_stages=v,
                                                                 schedule=schedule, sequence_parallel=sps[0],
-                                                                flash_attention=flash))
+                                                                flash_attention=flash, framework=framework,
+                                                                tp_comm_overlap=overlap_tp and tp > 1 and sps[0]))
                                 except ValueError as error:
                                     errors.append(str(error))
                                     continue
@@ -172,7 +178,7 @@ def search_steps(model, cluster, global_batch, *, top=5, fixed=None, keep=True):
                             for sp in sps:
                                 for recompute in recomputes:
                                     terms = _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash,
-                                                   global_batch)
+                                                   global_batch, framework, overlap_tp and tp > 1 and sp)
                                     first_fit = None
                                     for zero in zeros:
                                         considered += 1
@@ -215,9 +221,9 @@ def search_steps(model, cluster, global_batch, *, top=5, fixed=None, keep=True):
                             best_before = best_at_mb
     if smallest is None:
         raise ValueError(_no_layout_message(model, cluster, global_batch, fixed, errors))
-    plans = [_plan(fields_, global_batch, flash) for fields_ in _distinct(best, top)]
+    plans = [_plan(fields_, global_batch, flash, framework, overlap_tp) for fields_ in _distinct(best, top)]
     estimates = [predict(model, cluster, plan) for plan in plans]
-    smallest_plan = _plan(smallest[1], global_batch, flash)
+    smallest_plan = _plan(smallest[1], global_batch, flash, framework, overlap_tp)
     smallest_estimate = predict(model, cluster, smallest_plan)
     dropped = _dropped(by_axis)
     ladder = _ladder(model, cluster, plans[0], estimates[0], considered, fitting, by_axis) if plans else ()
@@ -252,10 +258,11 @@ def _distinct(best, top):
     return [entry[2] for entry in kept]
 
 
-def _plan(choice_fields, global_batch, flash):
+def _plan(choice_fields, global_batch, flash, framework, overlap_tp):
     tp, pp, dp, cp, ep, mb, v, schedule, zero, recompute, sp = choice_fields
     return Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch=mb, global_batch=global_batch, virtual_stages=v,
-                zero=zero, recompute=recompute, sequence_parallel=sp, schedule=schedule, flash_attention=flash)
+                zero=zero, recompute=recompute, sequence_parallel=sp, schedule=schedule, flash_attention=flash,
+                framework=framework, tp_comm_overlap=overlap_tp and tp > 1 and sp)
 
 
 def recommend(model, cluster, global_batch, top=5, *, fixed=None):

@@ -3,11 +3,22 @@ what a prediction or a search says about them (frozen dataclasses, validated on 
 from dataclasses import dataclass
 
 from models import hardware, memory
-from models._validate import choice, divides, non_negative_int, positive, positive_int
+from models._validate import GiB, choice, divides, non_negative, non_negative_int, positive, positive_int
 
-# Share of HBM a plan may fill: the CUDA context, NCCL buffers, cuBLAS workspaces and the
-# caching allocator's fragmentation take the rest (a plan close to the limit does not fit).
-USABLE_HBM_FRACTION = 0.90
+# What a training process holds outside its tensors: the CUDA context and kernels, 0.47-0.92
+# GiB on an 80 GB A100 with PyTorch 2.1, and torch.distributed / NCCL initialisation, ~1-2
+# GiB (+1.45 GiB measured after the first barrier) (Bekman, "ML Engineering",
+# training/performance/README.md). A published run that ran held at most HBM minus this.
+RUNTIME_RESERVE_BYTES = 2.5 * GiB
+# The margin a recommended plan keeps on top, for the caching allocator's fragmentation and
+# for what the ledgers leave out (no published percentage exists): the reader can change it.
+DEFAULT_MEMORY_MARGIN_BYTES = 4 * GiB
+
+# How each framework runs a plan (docs/MODELS.md, "Frameworks"): "megatron" is Megatron-LM /
+# Megatron-Core / NeMo (fused kernels, distributed optimizer), "fsdp" PyTorch FSDP/FSDP2
+# (torchtitan, llm-foundry: eager kernels, one gather per layer), "deepspeed" DeepSpeed ZeRO
+# with Megatron's kernels (Megatron-DeepSpeed, the 2021 ZeRO-3 baseline).
+FRAMEWORKS = ("megatron", "fsdp", "deepspeed")
 
 # Megatron-LM's ledger (megatron/training/theoretical_memory_usage.py; Korthikanti et al.
 # 2022 Fig. 1 uses the same 18 bytes): bf16 weights, fp32 main gradients, fp32 master
@@ -45,7 +56,9 @@ class Transformer:
     three hidden x ffn matrices. With ``experts`` > 1 every layer after the first
     ``dense_layers`` is a mixture of experts: ``top_k`` routed experts per token plus
     ``shared_experts`` always-on ones, each ``expert_ffn`` wide. ``tied_embeddings``: the
-    output layer reuses the input embedding (GPT); Llama and DeepSeek untie them."""
+    output layer reuses the input embedding (GPT); Llama and DeepSeek untie them.
+    ``dropout``: GPT-3 and Megatron's GPTs train with dropout, which keeps a one-byte mask per
+    element after attention and after the MLP; Llama, Mixtral and DeepSeek train without."""
 
     layers: int
     hidden: int
@@ -61,6 +74,7 @@ class Transformer:
     expert_ffn: int = None
     dense_layers: int = 0
     tied_embeddings: bool = True
+    dropout: bool = True
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "seq_len", "vocab", "experts", "top_k"):
@@ -74,6 +88,7 @@ class Transformer:
         object.__setattr__(self, "expert_ffn", ffn if self.expert_ffn is None else positive_int("expert_ffn", self.expert_ffn))
         _flag("gated_mlp", self.gated_mlp)
         _flag("tied_embeddings", self.tied_embeddings)
+        _flag("dropout", self.dropout)
         divides("heads", self.heads, "hidden", self.hidden)
         divides("kv_heads", self.kv_heads, "heads", self.heads)
         if self.top_k > self.experts:
@@ -144,7 +159,8 @@ class Cluster:
     to a node. ``intra`` / ``inter``: keys of ``models.hardware.LINKS`` for the links inside
     and between nodes (None: the GPU's usual NVLink and one NIC per GPU).
     ``inter_bytes_per_s`` overrides the per-GPU network bandwidth (one direction), e.g.
-    for nodes with fewer NICs than GPUs."""
+    for nodes with fewer NICs than GPUs. ``memory_margin_bytes``: what a plan must leave free
+    on each GPU besides the runtime's reserve (None: ``DEFAULT_MEMORY_MARGIN_BYTES``)."""
 
     gpu: str = "a100_80gb"
     gpus: int = 1024
@@ -152,6 +168,7 @@ class Cluster:
     intra: str = None
     inter: str = None
     inter_bytes_per_s: float = None
+    memory_margin_bytes: float = None
 
     def __post_init__(self):
         choice("gpu", self.gpu, tuple(hardware.GPUS))
@@ -167,6 +184,11 @@ class Cluster:
             choice("inter", self.inter, tuple(hardware.LINKS))
         if self.inter_bytes_per_s is not None:
             positive("inter_bytes_per_s", self.inter_bytes_per_s)
+        margin = DEFAULT_MEMORY_MARGIN_BYTES if self.memory_margin_bytes is None else self.memory_margin_bytes
+        object.__setattr__(self, "memory_margin_bytes", float(non_negative("memory_margin_bytes", margin)))
+        if self.memory_margin_bytes >= self.spec.hbm_bytes - RUNTIME_RESERVE_BYTES:
+            raise ValueError(f"memory_margin_bytes={self.memory_margin_bytes / GiB:g} GiB leaves nothing of the "
+                             f"{self.spec.hbm_bytes / GiB:g} GiB on a {self.spec.name}")
 
     @property
     def spec(self):
@@ -186,8 +208,14 @@ class Cluster:
         return float(self.inter_bytes_per_s or self.inter_link.bandwidth_bytes_per_s)
 
     @property
+    def runtime_limit_bytes(self):
+        """What tensors can take at most: HBM minus the runtime's reserve."""
+        return self.spec.hbm_bytes - RUNTIME_RESERVE_BYTES
+
+    @property
     def usable_bytes(self):
-        return self.spec.hbm_bytes * USABLE_HBM_FRACTION
+        """What a plan may fill: HBM minus the runtime's reserve and the margin."""
+        return self.runtime_limit_bytes - self.memory_margin_bytes
 
 
 @dataclass(frozen=True)
@@ -196,7 +224,10 @@ class Plan:
     per step in microbatches of ``microbatch``; ``virtual_stages`` model chunks per
     pipeline rank (interleaved schedule only); ZeRO stage 0-3 over dp·cp; activation
     recomputation none|selective|full; sequence parallelism (changes nothing at tp=1);
-    FlashAttention (never materialises the score matrix)."""
+    FlashAttention (never materialises the score matrix); the ``framework`` that runs it
+    (``FRAMEWORKS``); ``tp_comm_overlap``: Megatron-Core's tensor-parallel communication
+    overlapped with the GEMMs it feeds (Transformer Engine userbuffers, ``--tp-comm-overlap``,
+    which needs sequence parallelism)."""
 
     tp: int = 1
     pp: int = 1
@@ -211,6 +242,8 @@ class Plan:
     sequence_parallel: bool = True
     schedule: str = "1f1b"
     flash_attention: bool = True
+    framework: str = "megatron"
+    tp_comm_overlap: bool = False
 
     def __post_init__(self):
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "global_batch", "virtual_stages"):
@@ -220,6 +253,13 @@ class Plan:
         choice("schedule", self.schedule, SCHEDULES)
         _flag("sequence_parallel", self.sequence_parallel)
         _flag("flash_attention", self.flash_attention)
+        choice("framework", self.framework, FRAMEWORKS)
+        _flag("tp_comm_overlap", self.tp_comm_overlap)
+        if self.tp_comm_overlap and self.framework != "megatron":
+            raise ValueError(f"tp_comm_overlap needs framework='megatron' (Transformer Engine), not {self.framework!r}")
+        if self.tp_comm_overlap and not self.sequence_parallel:
+            raise ValueError("tp_comm_overlap needs sequence_parallel (Megatron-Core overlaps its AllGather and "
+                             "ReduceScatter)")
         if self.schedule == "interleaved" and self.virtual_stages == 1:
             raise ValueError("virtual_stages=1: the interleaved schedule needs at least 2 model chunks per pipeline rank")
         if self.schedule != "interleaved" and self.virtual_stages > 1:

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from models import fmt, memory
 from models.planner.cost import predict
-from models.planner.model import GRAD_BYTES, OPTIMIZER_BYTES, PARAM_BYTES, TIME_PARTS, USABLE_HBM_FRACTION
+from models.planner.model import GRAD_BYTES, OPTIMIZER_BYTES, PARAM_BYTES, RUNTIME_RESERVE_BYTES, TIME_PARTS
 
 # ---- reasons -----------------------------------------------------------------------------
 
@@ -189,7 +189,7 @@ def _nothing_fits_message(model, cluster, result):
                           "model or a GPU with more memory would make it fit.")
     needed = cluster.gpus * states / (usable - rest)
     nodes = math.ceil(needed / cluster.gpus_per_node)
-    hbm_needed = e.memory_bytes / USABLE_HBM_FRACTION
+    hbm_needed = e.memory_bytes + RUNTIME_RESERVE_BYTES + cluster.memory_margin_bytes
     return message + (f": about {nodes * cluster.gpus_per_node} GPUs (spreading its {fmt.gigabytes(states)} of model states "
                       f"per GPU thinner) or GPUs with at least {fmt.gigabytes(hbm_needed)} of memory would make it fit.")
 

@@ -1,109 +1,197 @@
-"""The planner against published measurements."""
+"""The planner against published runs: the error of every case, the errors of each regime,
+and the band an estimate carries because of them (docs/MODELS.md, "Calibration").
+
+An error is signed the same way for every end-to-end quantity: how much faster the planner
+says the run goes than it went, ``predicted throughput / published throughput - 1`` (a
+step time or a training time enters inverted). For a memory case it is the plain relative
+error of the bytes."""
 from dataclasses import dataclass
+from functools import lru_cache
 
+from models import flops
+from models.planner.cases import CASES, CHECK, DURATION, FIT, QUANTITIES, SOURCES, Case
 from models.planner.cost import predict, train_time_s
-from models.planner.model import Cluster, Plan, Transformer
 
-# ---- validation: the planner against the published cases --------------------------------
-
+VALIDATION = CASES
 GiB = 2**30
 
+# A band is never narrower than this on either side: a regime whose few checks happen to
+# agree closely says little about the next plan.
+MIN_BAND = 0.05
+# A regime needs this many checking runs to set its own band; with fewer, the next broader
+# group's errors are used (the same framework on any GPU, then every checking run).
+MIN_REGIME_CHECKS = 3
 
-@dataclass(frozen=True)
-class Case:
-    """A published measurement the planner predicts. ``case_id`` is the id in
-    ``shared/reference/published_cases.json``; ``key`` the number there."""
-
-    case_id: str
-    key: str
-    label: str
-    quantity: str  # "hardware_tflops_per_gpu", "train_days", "model_state_gib", "activations_gib"
-    published: float
-    model: Transformer
-    cluster: Cluster
-    plan: Plan
-    tokens: float = 0.0
-    end_to_end: bool = True
+FRAMEWORK_NAMES = {"megatron": "Megatron-LM", "fsdp": "PyTorch FSDP", "deepspeed": "DeepSpeed"}
+GENERATION_NAMES = {"a100_40gb": "A100", "a100_80gb": "A100", "h100_sxm": "H100", "h200": "H100",
+                    "b200": "B200", "mi300x": "MI300X"}
 
 
-def _megatron2021(case_id, label, layers, hidden, heads, tp, pp, dp, mb, global_batch, v, published):
-    # Narayanan et al. 2021 Table 1 on Selene (DGX A100 80GB, 8 HDR NICs per node); micro
-    # batch sizes and interleaving depths from NVIDIA/Megatron-LM
-    # examples/academic_paper_scripts/sc21/run_table_1.sh: fp16, full ("uniform")
-    # recomputation, no distributed optimizer, no sequence parallelism, no FlashAttention.
-    return Case(case_id, "tflops_per_gpu", label, "hardware_tflops_per_gpu", published,
-                Transformer(layers, hidden, heads, 2048, 51200), Cluster("a100_80gb", tp * pp * dp, 8),
-                Plan(tp=tp, pp=pp, dp=dp, microbatch=mb, global_batch=global_batch, virtual_stages=v,
-                     schedule="interleaved" if v > 1 else "1f1b", zero=0, recompute="full",
-                     sequence_parallel=False, flash_attention=False))
-
-
-def _korthikanti(case_id, size, heads, hidden, layers, pp, gpus, batch, micro, v, published):
-    # Korthikanti et al. 2022 Fig. 1 (values as read by the Calculon authors), tp = 8,
-    # Megatron's 18 bytes per parameter, no FlashAttention; first pipeline stage.
-    model = Transformer(layers, hidden, heads, 2048, 51200)
-    cluster = Cluster("a100_80gb", gpus, 8)
-    common = dict(tp=8, pp=pp, dp=gpus // (8 * pp), microbatch=micro, global_batch=batch, virtual_stages=v,
-                  schedule="interleaved" if v > 1 else "1f1b", zero=0, flash_attention=False)
-    baseline = Plan(recompute="none", sequence_parallel=False, **common)
-    reduced = Plan(recompute="selective", sequence_parallel=True, **common)
-    states, tp_act, sp_act = published
-    return (
-        Case(case_id, "params_plus_optimizer_GiB", f"{size} weights, gradients, optimizer", "model_state_gib", states,
-             model, cluster, baseline, end_to_end=False),
-        Case(case_id, "activations_tp_baseline_GiB", f"{size} activations, tensor parallel", "activations_gib", tp_act,
-             model, cluster, baseline, end_to_end=False),
-        Case(case_id, "activations_sp_selective_GiB", f"{size} activations, + SP + selective", "activations_gib", sp_act,
-             model, cluster, reduced, end_to_end=False),
-    )
-
-
-VALIDATION = (
-    _megatron2021("megatron2021-table1-1.7B", "GPT 1.7B, 32 A100s", 24, 2304, 24, 1, 1, 32, 16, 512, 1, 137),
-    _megatron2021("megatron2021-table1-18B", "GPT 18B, 256 A100s", 40, 6144, 48, 8, 1, 32, 8, 1024, 1, 135),
-    _megatron2021("megatron2021-table1-145B", "GPT 145B, 1,536 A100s", 80, 12288, 96, 8, 8, 24, 2, 2304, 2, 148),
-    _megatron2021("megatron2021-table1-1T", "GPT 1T, 3,072 A100s", 128, 25600, 160, 8, 64, 6, 1, 3072, 1, 163),
-    # Eq. 4 for the same 1T run: 450B tokens at the measured rate.
-    Case("megatron2021-eq4-training-time", "days", "GPT 1T, 450B tokens", "train_days", 84,
-         Transformer(128, 25600, 160, 2048, 51200), Cluster("a100_80gb", 3072, 8),
-         Plan(tp=8, pp=64, dp=6, microbatch=1, global_batch=3072, zero=0, recompute="full",
-              sequence_parallel=False, flash_attention=False), tokens=450e9),
-    *_korthikanti("korthikanti-fig1-22B", "22B", 64, 6144, 48, 1, 8, 4, 4, 1, (45.5625, 59.25, 9.5625)),
-    *_korthikanti("korthikanti-fig1-175B", "175B", 96, 12288, 96, 8, 64, 64, 1, 3, (45.5625, 66.84375, 12.3515625)),
-    *_korthikanti("korthikanti-fig1-530B", "530B", 128, 20480, 105, 35, 280, 280, 1, 3,
-                  (31.640625, 114.0234375, 23.076171875)),
-    *_korthikanti("korthikanti-fig1-1T", "1T", 160, 25600, 128, 64, 512, 512, 1, 1, (32.958984375, 131.25, 26.5625)),
-)
+def regime(model, cluster, plan):
+    """The group of runs an estimate is judged by: GPU generation and framework, and
+    whether the model is a mixture of experts ("H100 · PyTorch FSDP", "H100 · MoE")."""
+    gpu = GENERATION_NAMES[cluster.gpu]
+    return f"{gpu} · MoE" if model.moe else f"{gpu} · {FRAMEWORK_NAMES[plan.framework]}"
 
 
 @dataclass(frozen=True)
 class Check:
     case: Case
     predicted: float
+    memory_bytes: float  # the planner's peak memory for the run (the worst pipeline rank)
+
+    @property
+    def verdict(self):
+        """The planner's memory verdict for the run (``memory_verdict``): a run that ran
+        should never be "does not fit"."""
+        return memory_verdict(self.memory_bytes, self.case.cluster.usable_bytes)
 
     @property
     def error(self):
-        """(predicted - published) / published."""
+        """Predicted over published throughput, less one (see the module docstring)."""
+        if self.case.quantity in DURATION:
+            return self.case.published / self.predicted - 1
         return self.predicted / self.case.published - 1
+
+    @property
+    def regime(self):
+        return regime(self.case.model, self.case.cluster, self.case.plan)
+
+    @property
+    def source(self):
+        return SOURCES[self.case.source]
 
 
 def measure(case, estimate):
-    """The number a case publishes, from the planner's estimate."""
-    if case.quantity == "hardware_tflops_per_gpu":
-        return estimate.hardware_tflops_per_gpu
-    if case.quantity == "train_days":
+    """The number a case publishes, from the planner's estimate, counted the source's way."""
+    q = case.quantity
+    gpus = case.cluster.gpus
+    if q == "hardware_tflops_eq3":
+        m, p = case.model, case.plan
+        eq3 = flops.training_flops(p.global_batch, m.seq_len, m.layers, m.hidden, m.vocab, recompute=True)
+        return eq3 / (estimate.step_time_s * gpus) / 1e12
+    if q == "model_tflops_palm":
+        return estimate.model_tflops_per_gpu
+    if q == "step_time_s":
+        return estimate.step_time_s
+    if q == "tokens_per_s_per_gpu":
+        return estimate.tokens_per_s / gpus
+    if q == "train_days":
         return train_time_s(estimate, case.tokens) / 86400
-    if case.quantity == "model_state_gib":
+    if q == "model_state_gib":
         # The published figure counts the transformer layers' weights (18 bytes x 12lh^2/t
         # per layer): pipeline rank 1 holds just those; with one stage, rank 0 (with the
         # embedding) is all there is.
         params, grads, optimizer = estimate.stage_memory[1 if len(estimate.stage_memory) > 1 else 0][:3]
         return (params + grads + optimizer) / GiB
-    return estimate.memory_breakdown["activations"] / GiB
+    if q == "activations_gib":
+        return estimate.memory_breakdown["activations"] / GiB
+    raise ValueError(f"quantity must be one of {', '.join(QUANTITIES)}, got {q!r}")
 
 
+@lru_cache(maxsize=1)
 def validate():
-    """Every published case, predicted: a tuple of ``Check``s."""
-    return tuple(Check(case, measure(case, predict(case.model, case.cluster, case.plan))) for case in VALIDATION)
+    """Every published case, predicted: a tuple of ``Check``s (cached: the cases and the
+    model are fixed for the life of the process)."""
+    checks = []
+    for case in VALIDATION:
+        estimate = predict(case.model, case.cluster, case.plan)
+        checks.append(Check(case, measure(case, estimate), estimate.memory_bytes))
+    return tuple(checks)
 
 
+@dataclass(frozen=True)
+class Summary:
+    """Errors of a group of end-to-end checks: count, mean and largest |error|, and the
+    lowest and highest signed error."""
+
+    count: int
+    mean_abs: float
+    max_abs: float
+    low: float
+    high: float
+
+
+def summarize(checks):
+    errors = [c.error for c in checks]
+    if not errors:
+        return Summary(0, 0.0, 0.0, 0.0, 0.0)
+    return Summary(len(errors), sum(abs(e) for e in errors) / len(errors), max(abs(e) for e in errors),
+                   min(errors), max(errors))
+
+
+def end_to_end(role=None):
+    """The end-to-end checks (throughput and time), of one role or both."""
+    return tuple(c for c in validate() if c.case.end_to_end and (role is None or c.case.role == role))
+
+
+@lru_cache(maxsize=None)
+def regime_summary(name, role=CHECK):
+    return summarize([c for c in end_to_end(role) if c.regime == name])
+
+
+@dataclass(frozen=True)
+class Band:
+    """How far the truth may sit from an estimate: ``low`` and ``high`` multiply a
+    throughput (tokens/s, MFU); a duration takes their inverses. ``basis`` says which
+    published runs set it."""
+
+    low: float
+    high: float
+    regime: str
+    basis: str
+    checks: int
+
+    def throughput(self, value):
+        return value * self.low, value * self.high
+
+    def duration(self, value):
+        return value / self.high, value / self.low
+
+
+def band(model, cluster, plan):
+    """The band of an estimate for this plan: the checking-set errors of its regime (or of
+    a broader group when the regime has fewer than MIN_REGIME_CHECKS runs), widened to at
+    least MIN_BAND on each side. A published run went at predicted / (1 + error)."""
+    name = regime(model, cluster, plan)
+    summary = regime_summary(name)
+    basis = f"{summary.count} published {name} runs the planner was not fitted to"
+    if summary.count < MIN_REGIME_CHECKS:
+        framework = FRAMEWORK_NAMES[plan.framework]
+        summary = summarize([c for c in end_to_end(CHECK) if c.case.plan.framework == plan.framework
+                             and c.case.model.moe == model.moe])
+        basis = (f"no {name} runs to check against (or too few): the {summary.count} {framework} runs on other GPUs")
+        if summary.count < MIN_REGIME_CHECKS:
+            summary = summarize(end_to_end(CHECK))
+            basis = f"no {name} runs to check against: all {summary.count} checking runs"
+    low = 1 / (1 + max(summary.high, MIN_BAND))
+    high = 1 / (1 + min(summary.low, -MIN_BAND))
+    return Band(low, high, name, basis, summary.count)
+
+
+def memory_band():
+    """The relative error a memory estimate carries: the largest error of the memory
+    cases, and at least MIN_BAND."""
+    return max([MIN_BAND] + [abs(c.error) for c in validate() if not c.case.end_to_end])
+
+
+def memory_verdict(memory_bytes, usable_bytes, band=None):
+    """"fits" when even the high end of the memory band fits, "does not fit" when even its
+    low end does not, else "at the edge" (a plan there may or may not run)."""
+    band = memory_band() if band is None else band
+    if memory_bytes * (1 + band) <= usable_bytes:
+        return "fits"
+    if memory_bytes * (1 - band) > usable_bytes:
+        return "does not fit"
+    return "at the edge"
+
+
+def regimes():
+    """Every regime with cases, in a fixed order: by GPU generation, then framework."""
+    order = list(dict.fromkeys(GENERATION_NAMES.values()))
+    names = {c.regime for c in validate()}
+    return tuple(sorted(names, key=lambda n: (order.index(n.split(" · ")[0]), n)))
+
+
+__all__ = ["VALIDATION", "Check", "Summary", "Band", "measure", "validate", "summarize", "end_to_end",
+           "regime", "regime_summary", "band", "regimes", "memory_band", "memory_verdict", "FIT", "CHECK"]
