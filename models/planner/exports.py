@@ -29,6 +29,8 @@ def megatron_args(model, cluster, plan):
         args.append("--swiglu")
     if not model.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
+    if not model.dropout:  # Megatron-LM's default is 0.1 for both
+        args += ["--hidden-dropout 0", "--attention-dropout 0"]
     args += [f"--seq-length {model.seq_len}", f"--max-position-embeddings {model.seq_len}",
              "--tokenizer-type NullTokenizer", f"--vocab-size {model.vocab}"]
     if model.moe:
@@ -56,6 +58,8 @@ def megatron_args(model, cluster, plan):
         args.append(f"--expert-model-parallel-size {plan.ep}")
     if plan.sequence_parallel and plan.tp > 1:
         args.append("--sequence-parallel")
+    if plan.tp_comm_overlap:
+        args.append("--tp-comm-overlap")
     args += [f"--micro-batch-size {plan.microbatch}", f"--global-batch-size {plan.global_batch}"]
     if plan.zero == 1:
         args += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
@@ -130,7 +134,8 @@ def parse_megatron_args(text):
         shared_experts=(number("moe-shared-expert-intermediate-size", 0) // number("moe-ffn-hidden-size", 1)
                         if experts > 1 else 0),
         expert_ffn=number("moe-ffn-hidden-size"), dense_layers=dense_layers,
-        tied_embeddings="untie-embeddings-and-output-weights" not in flags)
+        tied_embeddings="untie-embeddings-and-output-weights" not in flags,
+        dropout=float(flags.get("hidden-dropout", 0.1)) > 0)
     gpus = number("nnodes", 1) * number("nproc-per-node", 1)
     tp, pp, cp = number("tensor-model-parallel-size", 1), number("pipeline-model-parallel-size", 1), \
         number("context-parallel-size", 1)
@@ -143,7 +148,8 @@ def parse_megatron_args(text):
                 microbatch=number("micro-batch-size", 1), global_batch=number("global-batch-size"),
                 virtual_stages=v, zero=zero, recompute=flags.get("recompute-granularity", "none"),
                 sequence_parallel="sequence-parallel" in flags or tp == 1,
-                schedule="interleaved" if v > 1 else "1f1b", flash_attention="use-flash-attn" in flags)
+                schedule="interleaved" if v > 1 else "1f1b", flash_attention="use-flash-attn" in flags,
+                tp_comm_overlap="tp-comm-overlap" in flags)
     return model, gpus, plan
 
 

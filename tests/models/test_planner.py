@@ -456,7 +456,7 @@ def test_predict_refuses_other_types():
 
 # ---- exports -------------------------------------------------------------------------------------
 
-MEGATRON_FLAGS = {  # flag names in NVIDIA/Megatron-LM (arguments.py and the config dataclasses it builds flags from)
+MEGATRON_FLAGS = {"hidden-dropout", "attention-dropout", "tp-comm-overlap",   # flag names in NVIDIA/Megatron-LM (arguments.py and the config dataclasses it builds flags from)
     "num-layers", "hidden-size", "num-attention-heads", "group-query-attention", "num-query-groups",
     "ffn-hidden-size", "swiglu", "untie-embeddings-and-output-weights", "seq-length", "max-position-embeddings",
     "tokenizer-type", "vocab-size", "num-experts", "moe-router-topk", "moe-ffn-hidden-size",

@@ -1,0 +1,228 @@
+"""The planner's mechanisms (models/planner/cost.py) one at a time, each against its own
+arithmetic, and the calibration's bands and memory verdicts (models/planner/validation.py)."""
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from models import hardware, overlap
+from models._validate import GiB
+from models.planner import Cluster, Plan, cost, validation
+from models import planner
+
+SETTINGS = settings(max_examples=40, deadline=None)
+GPT3 = planner.model_preset("gpt3-175b")
+LLAMA8 = planner.model_preset("llama3-8b")
+
+
+def ctx_for(model, gpu, gpus=8, **cluster):
+    return cost._Context(model, Cluster(gpu, gpus, min(8, gpus), **cluster))
+
+
+# ---- compute ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpu", sorted(hardware.GPUS))
+def test_gemms_run_at_the_gpus_best_matmul_rate_times_one_shape_efficiency(gpu):
+    ctx = ctx_for(GPT3, gpu)
+    spec = hardware.GPUS[gpu]
+    assert ctx.gemm_rate == pytest.approx(spec.peak_bf16_dense_flops_per_s * spec.matmul_fraction
+                                          * cost.GEMM_SHAPE_EFFICIENCY)
+    m = k = n = 16384  # compute-bound everywhere
+    assert ctx.gemm_s(m, k, n) == pytest.approx(2 * m * k * n / ctx.gemm_rate)
+
+
+def test_h100_reaches_a_smaller_share_of_its_peak_than_a100():
+    # Bekman's MAMF: 271.2 of 312 on A100, 794.5 of 989 on H100
+    assert hardware.GPUS["a100_80gb"].matmul_fraction == pytest.approx(271.2 / 312, abs=0.001)
+    assert hardware.GPUS["h100_sxm"].matmul_fraction == pytest.approx(794.5 / 989, abs=0.001)
+    a100, h100 = ctx_for(GPT3, "a100_80gb"), ctx_for(GPT3, "h100_sxm")
+    assert h100.gemm_rate / h100.peak < a100.gemm_rate / a100.peak
+
+
+def test_attention_kernel_follows_the_framework_on_hopper_not_on_ampere():
+    h100, a100 = ctx_for(LLAMA8, "h100_sxm"), ctx_for(LLAMA8, "a100_80gb")
+    # FlashAttention-2 (PyTorch SDPA) reaches 34% of H100's peak, cuDNN's Hopper kernel 75%
+    assert h100.attention_rate("megatron", True) / h100.attention_rate("fsdp", True) == pytest.approx(0.75 / 0.34)
+    assert a100.attention_rate("megatron", True) == a100.attention_rate("fsdp", True) == pytest.approx(
+        a100.peak * cost.ATTENTION_EFFICIENCY)
+
+
+def test_eager_kernels_move_more_bytes_than_fused_ones():
+    ctx = ctx_for(LLAMA8, "h100_sxm")
+    args = (1, 1, 1, 1, False, "none", True, False)
+    fused, eager = cost._layer(ctx, *args, "megatron", False), cost._layer(ctx, *args, "fsdp", False)
+    ledger, _ = cost._layer_ledger(LLAMA8, LLAMA8.seq_len, 1, 1, False, "none", True, False)
+    extra = (cost.ELEMENTWISE_TRAFFIC_UNFUSED - cost.ELEMENTWISE_TRAFFIC) * ledger / ctx.hbm_rate
+    attention = 4.0 * LLAMA8.seq_len ** 2 * LLAMA8.hidden * 0.5
+    kernels = attention / ctx.attention_rate("fsdp", True) - attention / ctx.attention_rate("megatron", True)
+    assert eager.forward_s - fused.forward_s == pytest.approx(extra + kernels)
+
+
+def test_models_without_dropout_keep_no_masks():
+    with_dropout = replace(LLAMA8, dropout=True)
+    for tp, sp in ((1, False), (8, True)):
+        kept, _ = cost._layer_ledger(with_dropout, 4096, 1, tp, sp, "none", True, False)
+        without, _ = cost._layer_ledger(LLAMA8, 4096, 1, tp, sp, "none", True, False)
+        assert kept - without == pytest.approx(2 * 4096 * LLAMA8.hidden / (tp if sp else 1))
+
+
+# ---- communication -------------------------------------------------------------------------
+
+def test_ring_latency_is_nccls_base_plus_its_hops():
+    ctx = ctx_for(GPT3, "h100_sxm", 64)
+    nvlink, network = ctx.intra.alpha_s, ctx.inter.alpha_s
+    # 8 ranks inside a node: 7 NVLink hops
+    assert ctx.link("allgather", 1, 8)[0] == pytest.approx(cost.NCCL_BASE_LATENCY_S + 7 * nvlink)
+    # 64 ranks over 8 nodes: 63 steps, 7 of them crossing the network; AllReduce twice over
+    assert ctx.link("allgather", 1, 64)[0] == pytest.approx(cost.NCCL_BASE_LATENCY_S + 56 * nvlink + 7 * network)
+    assert ctx.link("allreduce", 1, 64)[0] == pytest.approx(cost.NCCL_BASE_LATENCY_S + 112 * nvlink + 14 * network)
+
+
+def test_all_to_all_and_sends_use_one_nic_rings_use_the_nodes():
+    ctx = ctx_for(GPT3, "h100_sxm", 64)
+    nic = ctx.network * ctx.inter.achievable_fraction
+    nvlink = ctx.intra.bandwidth_bytes_per_s * ctx.intra.achievable_fraction
+    assert ctx.link("alltoall", 1, 64)[1] == pytest.approx(nic)
+    assert ctx.link("sendrecv", 8, 8)[1] == pytest.approx(nic)
+    assert ctx.link("allgather", 1, 64)[1] == pytest.approx(min(nvlink, 8 * nic))
+    assert ctx.link("allgather", 1, 64, nics=1)[1] == pytest.approx(nic)
+
+
+def test_nccl_reaches_its_measured_fraction_of_each_link():
+    links = hardware.LINKS
+    assert links["nvlink3"].achievable_fraction == pytest.approx(235 / 300)
+    assert links["nvlink4"].achievable_fraction == pytest.approx(370 / 450)
+    assert links["ib_ndr"].achievable_fraction == pytest.approx(47 / 50)
+
+
+def test_overlapped_communication_slows_the_compute_it_hides_behind():
+    ctx = ctx_for(GPT3, "h100_sxm")
+    share = overlap.sm_contention_from_channels(cost.NCCL_CHANNELS, hardware.sm_count("h100_sxm"))
+    assert ctx.contention == pytest.approx(share / (1 - share))
+    assert ctx.behind(1.0, 2.0) == pytest.approx(ctx.contention)
+    assert ctx.behind(3.0, 2.0) == pytest.approx(1.0 + 2.0 * ctx.contention)
+
+
+@SETTINGS
+@given(comm=st.floats(0, 10), window=st.floats(0, 10))
+def test_what_hides_costs_less_than_what_does_not(comm, window):
+    ctx = ctx_for(GPT3, "a100_80gb")
+    added = ctx.behind(comm, window)
+    assert max(0.0, comm - window) <= added <= comm + 1e-12
+
+
+def test_tp_comm_overlap_hides_tp_traffic_behind_the_gemms_it_feeds():
+    model, cluster = planner.model_preset("llama3-70b"), planner.cluster_preset("dgx-h100", 64)
+    plain = Plan(tp=8, pp=1, dp=8, microbatch=1, global_batch=64, zero=1, recompute="none")
+    overlapped = replace(plain, tp_comm_overlap=True)
+    a, b = planner.predict(model, cluster, plain), planner.predict(model, cluster, overlapped)
+    assert b.time_breakdown["tp_comm"] < a.time_breakdown["tp_comm"]
+    assert b.step_time_s < a.step_time_s
+    with pytest.raises(ValueError, match="framework='megatron'"):
+        replace(plain, framework="fsdp", tp_comm_overlap=True)
+    with pytest.raises(ValueError, match="sequence_parallel"):
+        replace(plain, sequence_parallel=False, tp_comm_overlap=True)
+
+
+def test_calls_per_step_follow_each_frameworks_buckets():
+    ctx = ctx_for(GPT3, "a100_80gb", 1024)
+    terms = cost._terms(ctx, 1, 1, 1024, 1, 1, 1, 1, "full", False, "1f1b", True, 1024)
+    terms.framework = "megatron"
+    # Megatron-LM's bucket: max(4e7, 1e6 x dp) parameters = 1.024e9 here
+    assert cost._calls(terms, 10e9, 96, 1) == 10
+    assert cost._calls(terms, 10e9, 96, 3) == 96  # Megatron-FSDP: by layer
+    terms.framework = "fsdp"
+    assert cost._calls(terms, 10e9, 96, 3) == cost._calls(terms, 10e9, 96, 1) == 96
+    assert cost._calls(terms, 10e9, 96, 0) == pytest.approx(10e9 / (25 * 2**20 / 4), rel=0.01)  # DDP's 25 MiB
+    terms.framework = "deepspeed"
+    assert cost._calls(terms, 10e9, 96, 3, gather=True) == 96 * cost.DEEPSPEED_SUBMODULES_PER_LAYER
+    assert cost._calls(terms, 10e9, 96, 3) == 20  # reduce buckets of 5e8 elements
+
+
+def test_zero3_at_a_fixed_batch_is_communication_bound_the_way_table_2_shows():
+    """Narayanan et al. 2021 Table 2: GPT-3 175B with ZeRO-3 alone, global batch 1,536, one
+    microbatch per GPU: 144, 88, 44 TFLOP/s on 384, 768, 1,536 A100s; the step stays ~67 s."""
+    checks = {c.case.case_id: c for c in planner.validate()}
+    steps = []
+    for gpus in (384, 768, 1536):
+        case = checks[f"sc21-t2-zero3-175b-{gpus}gpu"].case
+        steps.append(planner.predict(case.model, case.cluster, case.plan).step_time_s)
+    assert steps[0] > steps[1]  # the step shrinks from 384 to 768 GPUs, but
+    assert steps[2] == pytest.approx(steps[1], rel=0.15)  # not from 768 to 1,536: the traffic per GPU is the same
+    fsdp = replace(case.plan, framework="fsdp")
+    assert planner.predict(case.model, case.cluster, fsdp).step_time_s < steps[2] / 2  # what FSDP's layers would do
+
+
+def test_interleaved_warm_up_holds_no_more_than_the_steps_microbatches():
+    assert cost._inflight("interleaved", 16, 16, 8, 0) == 16
+    assert cost._inflight("interleaved", 16, 32, 8, 0) == pytest.approx(16 + 15 / 8)
+    assert cost._inflight("1f1b", 16, 8, 1, 0) == 8
+
+
+# ---- memory ---------------------------------------------------------------------------------
+
+def test_usable_memory_is_hbm_less_the_runtime_reserve_and_the_margin():
+    cluster = planner.cluster_preset("dgx-h100", 8)
+    assert cluster.memory_margin_bytes == planner.DEFAULT_MEMORY_MARGIN_BYTES == 4 * GiB
+    assert cluster.usable_bytes == 80 * GiB - planner.RUNTIME_RESERVE_BYTES - 4 * GiB
+    roomy = planner.cluster_preset("dgx-h100", 8, memory_margin_bytes=0)
+    assert roomy.usable_bytes == roomy.runtime_limit_bytes == 80 * GiB - 2.5 * GiB
+    with pytest.raises(ValueError, match="memory_margin_bytes"):
+        planner.cluster_preset("dgx-h100", 8, memory_margin_bytes=-1)
+    with pytest.raises(ValueError, match="leaves nothing"):
+        planner.cluster_preset("dgx-a100-40gb", 8, memory_margin_bytes=40 * GiB)
+
+
+def test_a_recommended_plan_keeps_the_margin_free():
+    model = planner.model_preset("llama3-8b")
+    for margin in (0, 4 * GiB, 12 * GiB):
+        cluster = planner.cluster_preset("dgx-h100", 8, memory_margin_bytes=margin)
+        best = planner.recommend(model, cluster, 32, top=1)[0].estimate
+        assert best.memory_bytes <= 80 * GiB - planner.RUNTIME_RESERVE_BYTES - margin
+
+
+def test_deepspeed_gathers_one_matrix_not_a_layer():
+    model, cluster = GPT3, planner.cluster_preset("dgx-a100-80gb", 512)
+    plan = Plan(dp=512, microbatch=1, global_batch=512, zero=3, recompute="full", sequence_parallel=False)
+    h = model.hidden
+    layer = (model.attention_params + model.dense_mlp_params) + 2 * h
+    fsdp = planner.predict(model, cluster, replace(plan, framework="fsdp")).memory_breakdown["buffers"]
+    deepspeed = planner.predict(model, cluster, replace(plan, framework="deepspeed")).memory_breakdown["buffers"]
+    assert fsdp == pytest.approx(layer * 8)  # two bf16 copies and the fp32 gradients of one layer
+    assert deepspeed == pytest.approx(4 * h * h * 8)  # ... of the largest matrix, the MLP's 4h x h
+
+
+# ---- bands and verdicts ---------------------------------------------------------------------
+
+def test_a_band_comes_from_its_regimes_checking_runs():
+    model, cluster = planner.model_preset("llama3-70b"), planner.cluster_preset("dgx-h100", 512)
+    plan = Plan(tp=8, pp=1, dp=64, microbatch=1, global_batch=512, zero=1, recompute="none")
+    band = planner.band(model, cluster, plan)
+    summary = validation.regime_summary("H100 · Megatron-LM")
+    assert band.regime == "H100 · Megatron-LM" and band.checks == summary.count >= validation.MIN_REGIME_CHECKS
+    assert band.low == pytest.approx(1 / (1 + max(summary.high, validation.MIN_BAND)))
+    assert band.high == pytest.approx(1 / (1 + min(summary.low, -validation.MIN_BAND)))
+    low, high = band.throughput(100.0)
+    assert low < 100 < high
+    short, long_ = band.duration(10.0)
+    assert short < 10 < long_
+
+
+def test_a_regime_without_checks_borrows_a_broader_band_and_says_so():
+    model, cluster = planner.model_preset("llama3-70b"), planner.cluster_preset("dgx-b200", 64)
+    band = planner.band(model, cluster, Plan(tp=8, dp=8, global_batch=64, zero=1, recompute="none"))
+    assert band.regime == "B200 · Megatron-LM" and validation.regime_summary(band.regime).count == 0
+    assert "no B200 · Megatron-LM runs" in band.basis and band.checks > 10
+
+
+@SETTINGS
+@given(memory=st.floats(1, 200), usable=st.floats(1, 200))
+def test_memory_verdicts_bracket_the_limit(memory, usable):
+    band = validation.memory_band()
+    verdict = validation.memory_verdict(memory, usable)
+    if memory * (1 + band) <= usable:
+        assert verdict == "fits"
+    elif memory * (1 - band) > usable:
+        assert verdict == "does not fit"
+    else:
+        assert verdict == "at the edge"
