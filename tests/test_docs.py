@@ -17,3 +17,20 @@ def test_every_test_named_in_models_md_exists():
             assert re.search(rf"def {token[1]}\b", source), f"{current}::{token[1]} named in docs/MODELS.md does not exist"
             checked += 1
     assert checked >= 60
+
+
+def test_models_md_states_the_calibration_the_planner_has():
+    """The fitting- and checking-set summaries in docs/MODELS.md are validate()'s (a change
+    to the planner that moves them must move the docs)."""
+    from models import fmt
+    from models.planner import validation
+
+    text = (ROOT / "docs/MODELS.md").read_text()
+    for name, role in (("Fitting", validation.FIT), ("Checking", validation.CHECK)):
+        s = validation.summarize(validation.end_to_end(role))
+        line = f"{name} set: {s.count} runs, mean |error| {fmt.percent(s.mean_abs)}, largest {fmt.percent(s.max_abs)}."
+        assert line in text, line
+    for name in validation.regimes():
+        s = validation.regime_summary(name)
+        if s.count:
+            assert f"| {name} | {s.count} | {fmt.percent(s.mean_abs)} | {fmt.percent(s.max_abs)} |" in text, name
