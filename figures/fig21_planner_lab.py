@@ -5,6 +5,7 @@ from functools import lru_cache
 from figures import html, svg
 from figures.contract import Number, Readout, Select, View
 from models import fmt, hardware, planner
+from models.planner import validation
 
 NUMBER = 21
 TITLE = "The planner lab"
@@ -33,6 +34,7 @@ PLAN_LABELS = {"tp": "Tensor parallel tp", "pp": "Pipeline stages pp", "cp": "Co
                "zero": "ZeRO stage", "recompute": "Recompute", "sequence_parallel": "Sequence parallelism",
                "schedule": "Schedule"}
 LINKS = tuple((key, link.name) for key, link in hardware.LINKS.items())
+FRAMEWORKS = validation.FRAMEWORK_NAMES
 
 CONTROLS = (
     Select("model", "Model", tuple((k, p.label) for k, p in planner.MODELS.items()), default="gpt3-175b"),
@@ -47,6 +49,8 @@ CONTROLS = (
     Select("intra", "Link in a node", ((PRESET, "preset"),) + LINKS, default=PRESET),
     Select("inter", "Network link", ((PRESET, "preset"),) + LINKS, default=PRESET),
     Number("nic_gbps", "Network per GPU (0: the link's)", 0, 10000, 0, unit="Gb/s", samples=(100, 400)),
+    Number("margin_gb", "Memory margin per GPU", 0, 64, 4, unit="GB", samples=(0, 8)),
+    Select("framework", "Framework", tuple(FRAMEWORKS.items()), default="megatron"),
     Number("batch", "Global batch", 1, 1_000_000, 1536, unit="sequences", integer=True, samples=(16, 2048)),
     Number("tokens", "Tokens to train", 1e6, 1e15, 300e9, samples=(15.6e12,)),
     *(Select(key, PLAN_LABELS[key], ((AUTO, "auto"),) + tuple((v, str(v)) for v in values), default=AUTO)
@@ -72,9 +76,15 @@ def _inputs(state):
                                          ("inter", "inter")) if state[key] != PRESET}
     if state["nic_gbps"]:
         node["inter_bytes_per_s"] = state["nic_gbps"] * 1e9 / 8
-    cluster = planner.cluster_preset(state["cluster"], state["gpus"], **node)
+    cluster = planner.cluster_preset(state["cluster"], state["gpus"], memory_margin_bytes=state["margin_gb"] * 1e9,
+                                     **node)
     return model, cluster, tuple((key, {"on": True, "off": False}.get(state[key], state[key]))
                                  for key, _ in PLAN_CHOICES if state[key] != AUTO)
+
+
+def _searched(state, fixed):
+    """What a search pins: the reader's pins and the framework (a setting, not a pin)."""
+    return (("framework", state["framework"]),) + fixed
 
 
 SEARCHES_KEPT = 256  # about every state one change away from the reader's, and some history
@@ -109,16 +119,11 @@ def prepare(state):
     planner's contexts (the reader's pair stays kept)."""
     try:
         model, cluster, fixed = _inputs(state)
-        yield from _search_steps(model, cluster, state["batch"], (), keep=False)
+        yield from _search_steps(model, cluster, state["batch"], _searched(state, ()), keep=False)
         if fixed:
-            yield from _search_steps(model, cluster, state["batch"], fixed, keep=False)
+            yield from _search_steps(model, cluster, state["batch"], _searched(state, fixed), keep=False)
     except ValueError:
         return  # render says why
-
-
-@lru_cache(maxsize=1)
-def _worst_error():
-    return max(abs(check.error) for check in planner.validate())
 
 
 def _bar(top, title, parts, colours, names, scale, fmt_value, marks=()):
@@ -145,10 +150,10 @@ def _bar(top, title, parts, colours, names, scale, fmt_value, marks=()):
     return out, legend_y + 8
 
 
-def _drawing(plan, e):
+def _drawing(plan, e, verdict):
     scale = (WIDTH - 2 * PAD) / max(e.memory_bytes, e.hbm_bytes) / 1.02
     title = (f"Memory per GPU: {fmt.gigabytes(e.memory_bytes)} of {fmt.gigabytes(e.usable_bytes)}"
-             + ("" if e.fits else ", too much"))
+             + {"fits": "", "at the edge": ", at the edge", "does not fit": ", too much"}[verdict])
     parts, bottom = _bar(0, title, e.memory_breakdown.items(), MEMORY_COLOURS, planner.MEMORY_NAMES, scale,
                          fmt.gigabytes, ((PAD + e.usable_bytes * scale, "usable"), (PAD + e.hbm_bytes * scale, "HBM")))
     more, bottom = _bar(bottom + 14, f"Step time: {fmt.duration(e.step_time_s)}", e.time_breakdown.items(),
@@ -175,26 +180,68 @@ def _table(candidates, shown, best):
                       row_classes=["chosen" if c.plan == shown.plan else None for c in candidates])
 
 
+# How each kind of published number is written: its value, with its unit, to the precision
+# the source states it (three significant figures at most).
+QUANTITY_FORMATS = {
+    "hardware_tflops_eq3": lambda v: f"{v:.0f} TFLOP/s", "model_tflops_palm": lambda v: f"{v:.0f} TFLOP/s",
+    "step_time_s": lambda v: f"{v:.3g} s", "tokens_per_s_per_gpu": lambda v: f"{v:,.0f} tokens/s",
+    "train_days": lambda v: f"{v:.0f} days",
+}
+
+
 @lru_cache(maxsize=1)
-def _validation_table():
-    rows = [(check.case.label, check.case.quantity.replace("_", " "), f"{check.case.published:g}",
-             f"{check.predicted:.4g}", fmt.percent(check.error)) for check in planner.validate()]
-    return html.table(("published case", "quantity", "published", "planner", "error"), rows,
-                      caption="The planner against every published measurement it knows (docs/MODELS.md).")
+def _validation_tables():
+    """Every published run, a table per regime: fitting runs first, then the checking runs
+    (whose errors set the bands), numbers right-aligned; then the memory cases."""
+    blocks = []
+    for name in validation.regimes():
+        checks = sorted((c for c in planner.validate() if c.case.end_to_end and c.regime == name),
+                        key=lambda c: (c.case.role != validation.FIT, c.case.label))
+        s = validation.regime_summary(name)
+        caption = f"{name}: " + (f"{s.count} checking runs, mean error {fmt.percent(s.mean_abs)}, largest "
+                                 f"{fmt.percent(s.max_abs)}" if s.count else "fitting runs only")
+        rows = [(c.case.label, c.source.citation.split(",")[0], "fitting" if c.case.role == validation.FIT else "checking",
+                 QUANTITY_FORMATS[c.case.quantity](c.case.published), QUANTITY_FORMATS[c.case.quantity](c.predicted),
+                 f"{c.error:+.1%}", c.verdict) for c in checks]
+        blocks.append(html.table(("published run", "source", "set", "published", "planner", "error", "memory"), rows,
+                                 caption=caption, numeric=(3, 4, 5)))
+    memory = [c for c in planner.validate() if not c.case.end_to_end]
+    rows = [(c.case.label, f"{c.case.published:.3g} GiB", f"{c.predicted:.3g} GiB", f"{c.error:+.1%}") for c in memory]
+    blocks.append(html.table(("Korthikanti et al. 2022, Fig. 1", "published", "planner", "error"), rows,
+                             caption="Memory per GPU, no constant fitted", numeric=(1, 2, 3)))
+    return html.join(*blocks)
+
+
+def _bands(e, band, verdict, days):
+    """The estimate's readouts as ranges its regime's checking runs support."""
+    memory = validation.memory_band()
+    gb = lambda v: f"{fmt.two_significant(v / 1e9)} GB"
+    return {
+        "step_time_s": fmt.span(*band.duration(e.step_time_s), fmt.duration),
+        "mfu": fmt.span(*band.throughput(e.mfu), lambda v: f"{v * 100:.0f}%"),
+        "tokens_per_s": fmt.span(*band.throughput(e.tokens_per_s), lambda v: fmt.rate(float(fmt.two_significant(v)),
+                                                                                       "tokens/s")),
+        "train_time_s": fmt.span(*band.duration(days), lambda s: f"{fmt.two_significant(s / 86400)} days"),
+        "memory_bytes": fmt.span(e.memory_bytes * (1 - memory), e.memory_bytes * (1 + memory), gb),
+    }
 
 
 def render(state):
     try:
         model, cluster, fixed = _inputs(state)
-        found = _search(model, cluster, state["batch"], ())
-        pinned = _search(model, cluster, state["batch"], fixed) if fixed else found
+        found = _search(model, cluster, state["batch"], _searched(state, ()))
+        pinned = _search(model, cluster, state["batch"], _searched(state, fixed)) if fixed else found
     except ValueError as error:
         message = str(error)
         inputs = ", ".join(f"{c.key}={state[c.key]}" for c in CONTROLS)  # every input: a change always shows
-        drawing = svg.document(WIDTH, 30, [svg.text(PAD, 20, "No plan: see the note below", class_="svg-label")],
+        drawing = svg.document(WIDTH, 48, [svg.text(PAD, 20, "No plan for these inputs:", class_="svg-label"),
+                                           svg.text(PAD, 40, message[:48] + ("..." if len(message) > 48 else ""),
+                                                    class_="svg-label-soft")],
                                label=f"No plan for {inputs}: {message}", class_="svg-compact")
         return View(svg=drawing, readouts=(Readout("plan", "plan", "none", "none"),), note=message,
-                    alt=f"No plan is drawn: {message}", html=html.join(html.heading("Validation"), _validation_table()))
+                    alt=f"No plan is drawn: {message}",
+                    html=html.join(html.heading("No plan"), html.paragraph(message), html.heading("Validation"),
+                                   _validation_tables()))
     best = found.candidates[0] if found.candidates else None
     shown = pinned.candidates[0] if pinned.candidates else pinned.smallest
     e = shown.estimate
@@ -205,35 +252,43 @@ def render(state):
     else:
         reasons = shown.reasons
         heading = "Recommended plan" if best else "Nothing fits: the smallest footprint found"
-    note = pinned.message
     days = planner.train_time_s(e, state["tokens"])
-    worst = _worst_error()
+    band = planner.band(model, cluster, shown.plan)
+    regime = validation.regime_summary(band.regime) if band.checks and band.regime in validation.regimes() else None
+    judged = max(abs(1 / band.low - 1), abs(1 / band.high - 1))
+    verdict = validation.memory_verdict(e.memory_bytes, e.usable_bytes)
+    ranges = _bands(e, band, verdict, days)
     changed = ", ".join(f"{c.key}={c.display(state[c.key]) if isinstance(c, Number) else state[c.key]}"
                         for c in CONTROLS[1:] if c.key not in ("cluster", "gpus", "batch", "tokens")
-                        and state[c.key] != (0 if isinstance(c, Number) else c.default))
+                        and state[c.key] != c.default)
     preset = state["model"] if not any(state[k] for k, _, _ in MODEL_FIELDS) else None
     readouts = (
         Readout("plan", "plan", shown.plan.label(), shown.plan.label().replace(" ", "-")),
-        Readout("step_time_s", "step time", fmt.duration(e.step_time_s), e.step_time_s),
-        Readout("mfu", "MFU", fmt.percent(e.mfu), e.mfu),
-        Readout("tokens_per_s", "throughput", fmt.rate(e.tokens_per_s, "tokens/s"), e.tokens_per_s),
-        Readout("train_time_s", f"{fmt.si_count(state['tokens'])} tokens in", fmt.days(days), days),
-        Readout("memory_bytes", "memory per GPU", fmt.gigabytes(e.memory_bytes), e.memory_bytes),
-        Readout("fits", "fits in HBM", "yes" if e.fits else "no", "fits" if e.fits else "does-not-fit",
-                "ok" if e.fits else "warn"),
-        Readout("validation_error", "largest error on the published cases", fmt.percent(worst), worst),
+        Readout("step_time_s", "step time", ranges["step_time_s"], e.step_time_s),
+        Readout("mfu", "MFU", ranges["mfu"], e.mfu),
+        Readout("tokens_per_s", "throughput", ranges["tokens_per_s"], e.tokens_per_s),
+        Readout("train_time_s", f"{fmt.si_count(state['tokens'])} tokens in", ranges["train_time_s"], days),
+        Readout("memory_bytes", "memory per GPU", ranges["memory_bytes"], e.memory_bytes),
+        Readout("fits", "fits in HBM", {"fits": "yes", "at the edge": "at the edge", "does not fit": "no"}[verdict],
+                verdict.replace(" ", "-"), "ok" if verdict == "fits" else "warn"),
+        Readout("validation_error", "band from", f"\u00b1{fmt.two_significant(judged * 100)}%: {band.checks} published "
+                f"runs" + (f" ({band.regime})" if regime else ""), judged),
         Readout("settings", "your overrides and pins", changed or "none", changed.replace(" ", "") or "none"),
     )
     blocks = html.join(
-        html.heading(heading), html.paragraph(f"{shown.plan.label()} on {cluster.gpus:,} x {cluster.spec.name}: "
-                                              f"{model.layers} layers, hidden {model.hidden}, {model.seq_len}-token "
-                                              f"sequences, {fmt.si_count(model.params)} parameters."),
+        html.heading(heading), html.paragraph(
+            f"{shown.plan.label()} on {cluster.gpus:,} \u00d7 {cluster.spec.name}, as {FRAMEWORKS[state['framework']]} "
+            f"runs it: {model.layers} layers, hidden {model.hidden}, {model.seq_len}-token sequences, "
+            f"{fmt.si_count(model.params)} parameters. The ranges are where {band.checks} published runs fell against "
+            f"the planner's estimate of them ({band.basis}); memory keeps a {fmt.gigabytes(cluster.memory_margin_bytes)} "
+            f"margin below what HBM leaves after the runtime's reserve."),
         html.items(reasons, ordered=True),
         html.heading("The five fastest plans" + (" with your settings" if fixed else "")),
         _table(pinned.candidates, shown, best) if pinned.candidates else html.paragraph("None fits."),
         html.heading("Launch it"),
         html.code(planner.megatron_args(model, cluster, shown.plan), label="Megatron-LM arguments"),
         html.code(planner.torchtitan_toml(model, cluster, shown.plan, preset), label="torchtitan TOML"),
-        html.heading("Validation"), _validation_table(),
+        html.heading("Validation: the published runs"), _validation_tables(),
     )
-    return View(svg=_drawing(shown.plan, e), readouts=readouts, note=note, alt=_alt(shown.plan, e), html=blocks)
+    return View(svg=_drawing(shown.plan, e, verdict), readouts=readouts, note=pinned.message,
+                alt=_alt(shown.plan, e), html=blocks)

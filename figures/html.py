@@ -18,19 +18,21 @@ def _attributes(attributes):
     return "".join(parts)
 
 
-def table(headers, rows, *, caption=None, label=None, row_classes=None, **attributes):
+def table(headers, rows, *, caption=None, label=None, row_classes=None, numeric=(), **attributes):
     """A ``<table>``: ``headers`` a sequence of column titles, ``rows`` sequences of cells
     (any value; shown as text). ``row_classes`` optionally gives each row a class (for
     example ``"chosen"`` or ``"does-not-fit"``). The table scrolls sideways inside a
     region named by ``caption`` (shown) or ``label`` (read out only): one is required,
-    and it must tell this table from every other on the page."""
+    and it must tell this table from every other on the page. ``numeric``: the indices of
+    columns of numbers, right-aligned with figures of one width."""
     if not (caption or label):
         raise ValueError("a table needs a caption or a label naming it")
     row_classes = row_classes or [None] * len(rows)
-    head = "".join(f'<th scope="col">{_text(h)}</th>' for h in headers)
+    num = lambda i: ' class="num"' if i in numeric else ""
+    head = "".join(f'<th scope="col"{num(i)}>{_text(h)}</th>' for i, h in enumerate(headers))
     body = "".join(
-        f"<tr{_attributes({'class': cls})}>" + "".join(f"<td>{_text(cell)}</td>" for cell in row) + "</tr>"
-        for row, cls in zip(rows, row_classes)
+        f"<tr{_attributes({'class': cls})}>" + "".join(f"<td{num(i)}>{_text(cell)}</td>" for i, cell in enumerate(row))
+        + "</tr>" for row, cls in zip(rows, row_classes)
     )
     title = f"<caption>{_text(caption)}</caption>" if caption else ""
     # the wrapper scrolls sideways on a phone: keyboard users must be able to reach it

@@ -141,3 +141,22 @@ def portable(value):
     if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
         return float(f"{value:.10g}")
     return value
+
+
+def span(low, high, formatter):
+    """An estimate's band as "≈ 41–49%": both ends by ``formatter``, the unit they share
+    written once (a band wider than one unit keeps both: "≈ 950 ms–1.1 s")."""
+    a, b = formatter(low), formatter(high)
+    if a == b:
+        return f"\u2248 {a}"
+    head_a, _, unit_a = a.partition(" ") if " " in a else (a.rstrip("%"), "", "%" if a.endswith("%") else "")
+    head_b, _, unit_b = b.partition(" ") if " " in b else (b.rstrip("%"), "", "%" if b.endswith("%") else "")
+    if unit_a == unit_b and unit_a:
+        sep = "" if unit_a == "%" else " "
+        return f"\u2248 {head_a}\u2013{head_b}{sep}{unit_a}"
+    return f"\u2248 {a}\u2013{b}"
+
+
+def two_significant(value):
+    """Two significant figures and no trailing zeros: 0.4133 -> "0.41", 47.6 -> "48"."""
+    return f"{float(f'{value:.2g}'):g}"

@@ -11,6 +11,7 @@ import pytest
 
 from figures import fig21_planner_lab, registry
 from models import planner
+from models.planner import validation
 from tests.figure_views import SVG, readouts
 
 FIGURE = registry()[21]
@@ -48,21 +49,45 @@ def test_star_readouts_are_the_planners_numbers(changes, model, cluster, batch, 
     assert 0 < shown["mfu"].value < 1
 
 
-def test_default_state_is_gpt3_on_1024_a100s_and_reports_the_validation_error():
+def test_estimates_are_ranges_from_their_regimes_checking_runs():
+    """The ★ values stay the point estimates; the text shows the band its regime's
+    checking runs support (issue 32: "≈ 41–49% MFU", not "48.9%")."""
     v = view()
     shown = readouts(v)
-    checks = planner.validate()
-    assert shown["validation_error"].value == max(abs(c.error) for c in checks) < 0.05
-    table = v.html.split("Validation")[-1]
-    for check in checks:
-        assert check.case.label in unescape(table) and f"{check.case.published:g}" in table
+    model, cluster = planner.model_preset("gpt3-175b"), planner.cluster_preset("dgx-a100-80gb", 1024)
+    best = planner.search(model, cluster, 1536, top=5).candidates[0]
+    band = planner.band(model, cluster, best.plan)
+    assert band.regime == "A100 · Megatron-LM" and band.checks >= 10
+    low, high = band.throughput(best.estimate.mfu)
+    assert shown["mfu"].text == f"\u2248 {low * 100:.0f}\u2013{high * 100:.0f}%"
+    assert shown["mfu"].value == best.estimate.mfu
+    for key in ("step_time_s", "tokens_per_s", "train_time_s", "memory_bytes"):
+        assert shown[key].text.startswith("\u2248 ") and "\u2013" in shown[key].text, key
+    assert shown["validation_error"].value == pytest.approx(max(1 / band.low - 1, 1 - 1 / band.high))
+    assert f"{band.checks} published runs" in shown["validation_error"].text
     assert shown["train_time_s"].text.endswith("days") and "300B tokens in" == shown["train_time_s"].label
+    # another regime, another band: PyTorch FSDP on H100s
+    fsdp = readouts(view(model="llama3-8b", cluster="dgx-h100", gpus=8, batch=32, framework="fsdp"))
+    assert "H100 \u00b7 PyTorch FSDP" in fsdp["validation_error"].text
+    assert fsdp["validation_error"].value != shown["validation_error"].value
+
+
+def test_the_validation_panel_shows_every_run_by_regime_with_its_role():
+    html_text = unescape(view().html.split("Validation: the published runs")[-1])
+    for name in validation.regimes():
+        assert f"<caption>{name}: " in html_text, name
+    for check in planner.validate():
+        assert check.case.label in html_text
+    assert html_text.count(">fitting<") == len(validation.end_to_end(validation.FIT))
+    assert html_text.count(">checking<") == len(validation.end_to_end(validation.CHECK))
+    assert "docs/" not in html_text and "models/" not in html_text  # no repo paths on the page
+    assert '<td class="num">163 TFLOP/s</td>' in html_text  # Table 1's 1T run, with its unit, right-aligned
 
 
 def test_the_reasoning_is_the_ladder_and_a_pinned_plan_is_compared():
     recommended = view()
     assert "Recommended plan" in recommended.html
-    assert "Model states: 174.6B parameters x 18 bytes" in unescape(recommended.html)
+    assert "Model states: 174.6B parameters \u00d7 18 bytes" in unescape(recommended.html)
     pinned = view(tp=8)
     assert "Your plan (tp=8; the rest searched)" in pinned.html
     assert "slower than the recommended plan" in unescape(pinned.html)

@@ -62,7 +62,7 @@ SOURCES = {s.key: s for s in (
     Source("ibm2024", "Team PyTorch at IBM and Meta 2024, Maximizing training throughput using PyTorch FSDP "
                       "(pytorch.org), Table 1"),
     Source("llmfoundry", "MosaicML llm-foundry, scripts/train/benchmarking/README.md (Composer + PyTorch FSDP)"),
-    Source("torchtitan2024", "torchtitan docs/performance.md (2024): FSDP2 on 64 A100s"),
+    Source("torchtitan2024", "torchtitan 2024, performance table of its documentation: FSDP2 on 64 A100s"),
 )}
 
 
@@ -170,7 +170,7 @@ def _case(case_id, source, role, quantity, published, model, cluster, plan, note
     keeps no margin: a run that ran fitted in HBM less the runtime's reserve."""
     cluster = Cluster(cluster.gpu, cluster.gpus, cluster.gpus_per_node, cluster.intra, cluster.inter,
                       cluster.inter_bytes_per_s, memory_margin_bytes=0)
-    label = f"{MODEL_NAMES[model]} on {cluster.gpus:,} x {hardware.GPUS[cluster.gpu].short_name}"
+    label = f"{MODEL_NAMES[model]} on {cluster.gpus:,} \u00d7 {hardware.GPUS[cluster.gpu].short_name}"
     key = "tflops_per_gpu" if case_id.startswith("megatron2021-table1-") else ""
     return Case(case_id, source, role, quantity, published, model, cluster, plan, label, key, note=note)
 

@@ -109,9 +109,10 @@ def search_steps(model, cluster, global_batch, *, top=5, fixed=None, keep=True):
     s = model.seq_len
     flash = fixed.get("flash_attention", True)
     framework = fixed.get("framework", "megatron")
-    # Megatron-Core overlaps TP communication wherever it can (NVIDIA's recipes default to it);
-    # no other framework can.
-    overlap_tp = fixed.get("tp_comm_overlap", framework == "megatron")
+    # Megatron-Core overlaps TP communication on Hopper and Blackwell, as NVIDIA's recipes run
+    # it (the checked runs that have it are all H100s); no other framework can.
+    overlap_tp = fixed.get("tp_comm_overlap", framework == "megatron"
+                           and cluster.spec.generation in ("hopper", "blackwell"))
     _check_pinned(model, cluster, fixed)
     widths = [model.heads, model.kv_heads, model.ffn, model.hidden] + ([model.expert_ffn] if model.moe else [])
     tps = _options(fixed, "tp", [t for t in _powers_of_two(min(per_node, gpus)) if all(w % t == 0 for w in widths)])

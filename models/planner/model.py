@@ -12,7 +12,7 @@ from models._validate import GiB, choice, divides, non_negative, non_negative_in
 RUNTIME_RESERVE_BYTES = 2.5 * GiB
 # The margin a recommended plan keeps on top, for the caching allocator's fragmentation and
 # for what the ledgers leave out (no published percentage exists): the reader can change it.
-DEFAULT_MEMORY_MARGIN_BYTES = 4 * GiB
+DEFAULT_MEMORY_MARGIN_BYTES = 4e9
 
 # How each framework runs a plan (docs/MODELS.md, "Frameworks"): "megatron" is Megatron-LM /
 # Megatron-Core / NeMo (fused kernels, distributed optimizer), "fsdp" PyTorch FSDP/FSDP2

@@ -44,19 +44,21 @@ def _ladder(model, cluster, plan, estimate, considered, fitting, by_axis):
     lines = []
     ways = math.ceil(states / usable)
     lines.append(
-        f"Model states: {fmt.si_count(model.params)} parameters x 18 bytes (bf16 weights, fp32 gradients and Adam) = "
+        f"Model states: {fmt.si_count(model.params)} parameters \u00d7 18 bytes (bf16 weights, fp32 gradients and Adam) = "
         f"{fmt.gigabytes(states)} unsharded; one {spec.name} offers {fmt.gigabytes(usable)} usable "
-        + ("-> they fit on one GPU: data parallelism alone would do." if ways <= 1
-           else f"-> shard them at least {ways} ways."))
+        + ("\u2192 they fit on one GPU: data parallelism alone would do." if ways <= 1
+           else f"\u2192 shard them at least {ways} ways."))
 
     def end(axis):  # "; tp=1, 2 did not fit." or "."
         refused = [str(value) for (a, value), (_, fits) in sorted(by_axis.items()) if a == axis and not fits]
         return f"; {axis}={', '.join(refused)} did not fit." if refused else "."
 
     if plan.tp > 1:
+        hiding = ("Megatron-Core overlaps its collectives with the GEMMs they feed; what stays exposed: "
+                  if plan.tp_comm_overlap else "its AllReduces cannot hide: ")
         lines.append(
             f"Tensor parallelism tp={plan.tp} inside a node ({cluster.intra_link.name}): every layer's weights and "
-            f"inner activations / {plan.tp}; its AllReduces cannot hide: {fmt.duration(t['tp_comm'])} per step "
+            f"inner activations / {plan.tp}; {hiding}{fmt.duration(t['tp_comm'])} per step "
             f"({fmt.percent(t['tp_comm'] / step)})" + end("tp"))
     else:
         lines.append("No tensor parallelism: every layer fits on one GPU, and tp would only add blocking AllReduces.")
@@ -65,7 +67,7 @@ def _ladder(model, cluster, plan, estimate, considered, fitting, by_axis):
         lines.append(
             f"Pipeline pp={plan.pp}: {_span(estimate.stage_layers)} layers per rank; "
             f"{SCHEDULE_NAMES[plan.schedule]} over {estimate.microbatches} microbatches of {plan.microbatch}{chunks} "
-            f"-> bubble {fmt.duration(t['bubble'])} ({fmt.percent(estimate.bubble_fraction)} of the step)" + end("pp"))
+            f"\u2192 bubble {fmt.duration(t['bubble'])} ({fmt.percent(estimate.bubble_fraction)} of the step)" + end("pp"))
     else:
         lines.append("No pipeline parallelism: no bubble, no point-to-point sends.")
     shard = plan.dp * plan.cp
@@ -137,7 +139,7 @@ def explain(model, cluster, plan, best=None, *, estimate=None):
         fixes = sorted(_variants(model, cluster, plan), key=lambda item: item[2].memory_bytes)
         if fixes:
             lines.append("Less memory: " + "; ".join(
-                f"{label} -> {fmt.gigabytes(e.memory_bytes)}" + (" (fits)" if e.fits else "") for label, _, e in fixes[:3])
+                f"{label} \u2192 {fmt.gigabytes(e.memory_bytes)}" + (" (fits)" if e.fits else "") for label, _, e in fixes[:3])
                 + ".")
     if best is not None:
         best_plan, best_estimate = best

@@ -163,8 +163,8 @@ def test_interleaved_warm_up_holds_no_more_than_the_steps_microbatches():
 
 def test_usable_memory_is_hbm_less_the_runtime_reserve_and_the_margin():
     cluster = planner.cluster_preset("dgx-h100", 8)
-    assert cluster.memory_margin_bytes == planner.DEFAULT_MEMORY_MARGIN_BYTES == 4 * GiB
-    assert cluster.usable_bytes == 80 * GiB - planner.RUNTIME_RESERVE_BYTES - 4 * GiB
+    assert cluster.memory_margin_bytes == planner.DEFAULT_MEMORY_MARGIN_BYTES == 4e9
+    assert cluster.usable_bytes == 80 * GiB - planner.RUNTIME_RESERVE_BYTES - 4e9
     roomy = planner.cluster_preset("dgx-h100", 8, memory_margin_bytes=0)
     assert roomy.usable_bytes == roomy.runtime_limit_bytes == 80 * GiB - 2.5 * GiB
     with pytest.raises(ValueError, match="memory_margin_bytes"):
@@ -175,7 +175,7 @@ def test_usable_memory_is_hbm_less_the_runtime_reserve_and_the_margin():
 
 def test_a_recommended_plan_keeps_the_margin_free():
     model = planner.model_preset("llama3-8b")
-    for margin in (0, 4 * GiB, 12 * GiB):
+    for margin in (0, 4e9, 12e9):
         cluster = planner.cluster_preset("dgx-h100", 8, memory_margin_bytes=margin)
         best = planner.recommend(model, cluster, 32, top=1)[0].estimate
         assert best.memory_bytes <= 80 * GiB - planner.RUNTIME_RESERVE_BYTES - margin
