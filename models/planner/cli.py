@@ -6,9 +6,10 @@ from models._validate import positive, positive_int
 from models.planner.cost import predict, train_time_s
 from models.planner.exports import megatron_args, torchtitan_toml
 from models.planner.layouts import search
-from models.planner.model import RECOMPUTE_OPTIONS, SCHEDULES, Candidate, Cluster, Plan, Transformer
+from models.planner.model import FRAMEWORKS, RECOMPUTE_OPTIONS, SCHEDULES, Candidate, Cluster, Plan, Transformer
 from models.planner.presets import CLUSTERS, MODELS, cluster_preset, model_preset
 from models.planner.reasons import MEMORY_NAMES, PART_NAMES, SCHEDULE_NAMES, explain
+from models.planner.validation import band, memory_verdict
 
 # ---- command line: python -m models.planner predict|recommend ... -----------------------
 
@@ -42,6 +43,8 @@ def _parser():
         cluster.add_argument("--intra", choices=tuple(hardware.LINKS), help="link inside a node")
         cluster.add_argument("--inter", choices=tuple(hardware.LINKS), help="network link (one per GPU)")
         cluster.add_argument("--inter-gbps", type=float, help="network bandwidth per GPU, Gb/s one direction")
+        cluster.add_argument("--memory-margin-gb", type=float,
+                             help="GB each GPU keeps free beyond the runtime's reserve (default 4)")
         plan = sub.add_argument_group("plan" + (" (each one given is fixed; the rest are searched)"
                                                 if name == "recommend" else ""))
         plan.add_argument("--global-batch", type=int, required=True, help="sequences per step")
@@ -50,6 +53,7 @@ def _parser():
                 continue
             plan.add_argument("--" + option.replace("_", "-"), type=kind, default=None)
         plan.add_argument("--recompute", choices=RECOMPUTE_OPTIONS)
+        plan.add_argument("--framework", choices=FRAMEWORKS, help="what runs the plan (default megatron)")
         plan.add_argument("--schedule", choices=SCHEDULES)
         plan.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None)
         plan.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None)
@@ -82,6 +86,8 @@ def _cluster_from(args):
             changes[option] = getattr(args, option)
     if args.inter_gbps is not None:
         changes["inter_bytes_per_s"] = positive("inter_gbps", args.inter_gbps) * 1e9 / 8
+    if args.memory_margin_gb is not None:
+        changes["memory_margin_bytes"] = args.memory_margin_gb * 1e9
     if args.cluster:
         return cluster_preset(args.cluster, args.gpus, **changes)
     return Cluster(gpus=args.gpus, **changes)
@@ -90,7 +96,7 @@ def _cluster_from(args):
 def _plan_fields(args):
     given = {}
     for option, _ in PLAN_OPTIONS + (("recompute", str), ("schedule", str), ("sequence_parallel", bool),
-                                     ("flash_attention", bool)):
+                                     ("flash_attention", bool), ("framework", str)):
         value = getattr(args, option, None)
         if value is not None:
             given[option] = value
@@ -106,17 +112,22 @@ def _estimate_json(estimate):
 def _describe(model_name, model, cluster, plan, estimate, tokens):
     t = estimate.time_breakdown
     b = estimate.memory_breakdown
+    sure = band(model, cluster, plan)
+    low, high = sure.throughput(estimate.mfu)
+    short, long_ = sure.duration(estimate.step_time_s)
+    verdict = memory_verdict(estimate.memory_bytes, estimate.usable_bytes)
     lines = [
         f"{model_name} ({fmt.si_count(model.params)} parameters) on {cluster.gpus:,} x {cluster.spec.name}, global batch "
-        f"{plan.global_batch} x {model.seq_len} tokens",
+        f"{plan.global_batch} x {model.seq_len} tokens, run by {plan.framework}",
         f"plan       {plan.label()}" + (f" ({SCHEDULE_NAMES[plan.schedule]})" if plan.pp > 1 else ""),
-        f"step time  {fmt.duration(estimate.step_time_s)}: " + ", ".join(
-            f"{PART_NAMES[k]} {fmt.duration(v)}" for k, v in t.items() if v > 0),
-        f"speed      {estimate.tokens_per_s:,.0f} tokens/s; MFU {fmt.percent(estimate.mfu)}, HFU {fmt.percent(estimate.hfu)}; "
-        f"{estimate.model_tflops_per_gpu:.0f} model TFLOP/s per GPU",
-        f"memory     {fmt.gigabytes(estimate.memory_bytes)} of {fmt.gigabytes(estimate.usable_bytes)} usable per GPU "
-        f"({'fits' if estimate.fits else 'does NOT fit'}): " + ", ".join(
+        f"step time  {fmt.duration(estimate.step_time_s)} (likely {fmt.duration(short)} to {fmt.duration(long_)}): "
+        + ", ".join(f"{PART_NAMES[k]} {fmt.duration(v)}" for k, v in t.items() if v > 0),
+        f"speed      {estimate.tokens_per_s:,.0f} tokens/s; MFU {fmt.percent(estimate.mfu)} (likely {fmt.percent(low)} to "
+        f"{fmt.percent(high)}), HFU {fmt.percent(estimate.hfu)}; {estimate.model_tflops_per_gpu:.0f} model TFLOP/s per GPU",
+        f"memory     {fmt.gigabytes(estimate.memory_bytes)} of {fmt.gigabytes(estimate.usable_bytes)} usable per GPU, "
+        f"{fmt.gigabytes(cluster.memory_margin_bytes)} margin kept ({verdict}): " + ", ".join(
             f"{MEMORY_NAMES[k]} {fmt.gigabytes(v)}" for k, v in b.items() if v > 0),
+        f"how sure   the ranges are where {sure.basis} fell against the planner's estimates",
     ]
     if tokens:
         lines.append(f"training   {fmt.si_count(tokens)} tokens in {train_time_s(estimate, tokens) / 86400:.1f} days")

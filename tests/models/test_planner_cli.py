@@ -106,3 +106,19 @@ def test_unreadable_options_exit_2_through_argparse():
     assert done.returncode == 2 and "invalid int value" in done.stderr
     done = run("predict", "--model", "gpt-5", "--gpus", "8", "--global-batch", "8")
     assert done.returncode == 2 and "invalid choice" in done.stderr
+
+
+def test_framework_and_margin_are_options_and_the_output_says_how_sure_it_is():
+    args = ("--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--global-batch", "32", "--zero", "3")
+    done = run("predict", *args, "--framework", "fsdp", "--memory-margin-gb", "8")
+    assert done.returncode == 0, done.stderr
+    model, plan = planner.model_preset("llama3-8b"), planner.Plan(dp=8, global_batch=32, zero=3, framework="fsdp")
+    cluster = planner.cluster_preset("dgx-h100", 8, memory_margin_bytes=8e9)
+    estimate, band = planner.predict(model, cluster, plan), planner.band(model, cluster, plan)
+    low, high = band.throughput(estimate.mfu)
+    assert "run by fsdp" in done.stdout and "8.00 GB margin kept" in done.stdout
+    assert f"MFU {estimate.mfu * 100:.1f}% (likely {low * 100:.1f}% to {high * 100:.1f}%)" in done.stdout
+    assert "H100 · PyTorch FSDP runs the planner was not fitted to" in done.stdout
+    megatron = run("predict", *args)
+    assert "run by megatron" in megatron.stdout and megatron.stdout != done.stdout
+    assert run("predict", *args, "--framework", "jax").returncode == 2
