@@ -55,9 +55,8 @@ def megatron_args(model, cluster, plan):
     Data, tokenizer and optimizer flags are left to the reader; comment lines say what
     Megatron-LM cannot express."""
     _check(model, cluster, plan)
-    notes = [f"# {plan.label()} on {cluster.gpus} GPUs: Megatron-LM {MEGATRON_VERSION} derives dp = "
-             f"{cluster.gpus}/(tp*pp*cp) = {plan.dp} and runs global/(micro*dp) = {plan.microbatches} "
-             f"microbatches per step"]
+    notes = [f"# {plan.label()} on {cluster.gpus} GPUs, Megatron-LM {MEGATRON_VERSION}: dp = world/(tp*pp*cp) "
+             f"= {plan.dp}, {plan.microbatches} microbatches of {plan.microbatch} per step"]
     nodes = max(1, cluster.gpus // cluster.gpus_per_node)
     per_node = min(cluster.gpus, cluster.gpus_per_node)
     args = [f"--num-layers {model.layers}", f"--hidden-size {model.hidden}",
