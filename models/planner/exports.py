@@ -107,6 +107,11 @@ def megatron_args(model, cluster, plan):
     # --use-flash-attn is still accepted but no longer read: the attention backend decides.
     args.append(f"--attention-backend {'flash' if plan.flash_attention else 'unfused'}")
     args.append("--bf16")
+    multiple = 128 * plan.tp  # --make-vocab-size-divisible-by (default 128) x tp: build_tokenizer.py
+    padded = -(-model.vocab // multiple) * multiple
+    if padded != model.vocab:
+        notes.append(f"# Megatron-LM pads the vocabulary to a multiple of 128*tp: {padded} rows "
+                     f"(the planner prices {model.vocab})")
     if plan.pp == 1 and plan.virtual_stages > 1:
         notes.append("# no pipeline (pp=1): Megatron-LM interleaves model chunks only across pipeline ranks")
     elif plan.pp > 1 and plan.schedule in ("gpipe", "zb-h1"):

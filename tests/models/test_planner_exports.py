@@ -201,6 +201,8 @@ def check_megatron(model, cluster, plan):
     assert per_chunk == cost._chunk_counts(model.layers, plan.pp * v)
     parsed_model, gpus, parsed = planner.parse_megatron_args(text)
     assert parsed_model == model and gpus == cluster.gpus and parsed == expected
+    multiple = 128 * plan.tp  # Megatron's vocab_size_with_padding at the default --make-vocab-size-divisible-by
+    assert ("pads the vocabulary" in text) == (model.vocab % multiple != 0)
     for schedule in ("gpipe", "zb-h1"):
         assert (f"no {planner.SCHEDULE_NAMES[schedule]} schedule" in text) == (plan.pp > 1 and plan.schedule == schedule)
     return text
