@@ -1,23 +1,62 @@
 """Launch configurations for a plan: a Megatron-LM command line and a torchtitan TOML, and
-their parsers (the tests read them back)."""
+their parsers (the tests read them back).
+
+Both are written for pinned releases: Megatron-LM ``core_v0.19.0`` (commit 5be9626) and
+torchtitan ``v0.2.2`` (commit 73a0e69, its last release configured by TOML; later torchtitan
+is configured in Python). tests/data/ holds their flag and field lists
+(tests/data/pin_upstream.py regenerates them from the tagged sources); comment lines in the
+exports say what the target cannot express."""
 from models.planner.cost import _check, _chunk_counts
 from models.planner.model import Plan, Transformer
+from models.planner.presets import MODELS
 from models.planner.reasons import SCHEDULE_NAMES
 
-# ---- exports: Megatron-LM command line and torchtitan TOML ------------------------------
+MEGATRON_VERSION = "core_v0.19.0"
+TORCHTITAN_VERSION = "v0.2.2"
+
+# GPUs on which Megatron-LM does not need CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1
+# (megatron/training/arguments.py: the assert applies below compute capability 10, Blackwell).
+_BLACKWELL = ("b200",)
+
 
 def _chunk_layers(model, plan):
     """Transformer layers of each model chunk, in chunk order (chunk c on rank c mod pp)."""
     return _chunk_counts(model.layers, plan.pp * plan.virtual_stages)
 
 
+# ---- Megatron-LM ---------------------------------------------------------------------------
+
+def _megatron_split(model, plan):
+    """Flags that make Megatron-LM cut the layers as the planner prices them
+    (megatron/core/transformer/transformer_block.py get_num_layers_to_build): even chunks
+    need nothing; layers + 2 dividing into pp·v chunks is the embedding and the loss counted
+    as a layer each (the first and last chunk one transformer layer lighter, as the planner
+    deals them); anything else is an explicit --pipeline-model-parallel-layout. Megatron
+    takes at most one of the layout and --num-virtual-stages-per-pipeline-rank (the layout's
+    stage count gives v)."""
+    if plan.pp == 1:
+        return []
+    chunks = plan.pp * plan.virtual_stages
+    v_flag = [f"--num-virtual-stages-per-pipeline-rank {plan.virtual_stages}"] if plan.virtual_stages > 1 else []
+    if chunks == 1 or model.layers % chunks == 0:
+        return v_flag
+    if (model.layers + 2) % chunks == 0:
+        return v_flag + ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    stages = [("E" if c == 0 else "") + (f"t*{n}" if n else "") + ("L" if c == chunks - 1 else "")
+              for c, n in enumerate(_chunk_layers(model, plan))]
+    return [f"--pipeline-model-parallel-layout '{'|'.join(stages)}'"]
+
+
 def megatron_args(model, cluster, plan):
     """A ``torchrun`` command for Megatron-LM's ``pretrain_gpt.py`` that runs ``plan``
-    (flag names of NVIDIA/Megatron-LM megatron/training/arguments.py and the config
-    dataclasses it builds flags from). Data, tokenizer and optimizer flags are left to
-    the reader; comment lines say what Megatron-LM cannot express."""
+    (flag names of Megatron-LM core_v0.19.0: megatron/training/arguments.py and the config
+    dataclasses it builds flags from). Megatron derives the data-parallel size as
+    world / (tp·pp·cp) and runs global / (micro·dp) microbatches a step, the plan's numbers.
+    Data, tokenizer and optimizer flags are left to the reader; comment lines say what
+    Megatron-LM cannot express."""
     _check(model, cluster, plan)
-    notes = []
+    notes = [f"# {plan.label()} on {cluster.gpus} GPUs, Megatron-LM {MEGATRON_VERSION}: dp = world/(tp*pp*cp) "
+             f"= {plan.dp}, {plan.microbatches} microbatches of {plan.microbatch} per step"]
     nodes = max(1, cluster.gpus // cluster.gpus_per_node)
     per_node = min(cluster.gpus, cluster.gpus_per_node)
     args = [f"--num-layers {model.layers}", f"--hidden-size {model.hidden}",
@@ -41,21 +80,15 @@ def megatron_args(model, cluster, plan):
         if model.dense_layers:
             args.append(f"--moe-layer-freq '([0]*{model.dense_layers}+[1]*{model.moe_layers})'")
     args += [f"--tensor-model-parallel-size {plan.tp}", f"--pipeline-model-parallel-size {plan.pp}"]
-    chunks = plan.pp * plan.virtual_stages
-    if plan.virtual_stages > 1:
-        args.append(f"--num-virtual-stages-per-pipeline-rank {plan.virtual_stages}")
-    if chunks > 1 and model.layers % chunks:
-        if (model.layers + 2) % chunks == 0:
-            args += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
-        else:
-            counts = _chunk_layers(model, plan)
-            stages = [("E" if c == 0 else "") + (f"t*{n}" if n else "") + ("L" if c == chunks - 1 else "")
-                      for c, n in enumerate(counts)]
-            args.append(f"--pipeline-model-parallel-layout '{'|'.join(stages)}'")
+    args += _megatron_split(model, plan)
     if plan.cp > 1:
         args.append(f"--context-parallel-size {plan.cp}")
     if plan.ep > 1:
-        args.append(f"--expert-model-parallel-size {plan.ep}")
+        # Experts split tp ways inside each of the ep groups carved out of dp·cp (Megatron's
+        # default expert tensor parallel size is tp), tokens moved by all-to-all (the planner's
+        # price; Megatron's default dispatcher is allgather).
+        args += [f"--expert-model-parallel-size {plan.ep}", f"--expert-tensor-parallel-size {plan.tp}",
+                 "--moe-token-dispatcher-type alltoall"]
     if plan.sequence_parallel and plan.tp > 1:
         args.append("--sequence-parallel")
     if plan.tp_comm_overlap:
@@ -64,21 +97,34 @@ def megatron_args(model, cluster, plan):
     if plan.zero == 1:
         args += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
     elif plan.zero >= 2:
+        # Megatron-FSDP: ZeRO-2 shards optimizer state and gradients, ZeRO-3 the weights too;
+        # arguments.py asserts the fsdp_dtensor checkpoint format with it.
         strategy = "optim_grads" if plan.zero == 2 else "optim_grads_params"
-        args += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy}", "--overlap-grad-reduce",
-                 "--overlap-param-gather"]
+        args += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy}",
+                 "--ckpt-format fsdp_dtensor", "--overlap-grad-reduce", "--overlap-param-gather"]
     else:
         args.append("--overlap-grad-reduce")
     if plan.recompute == "full":
         args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
     elif plan.recompute == "selective":
         args.append("--recompute-granularity selective")
-    if plan.flash_attention:
-        args.append("--use-flash-attn")
+    # --use-flash-attn is still accepted but no longer read: the attention backend decides.
+    args.append(f"--attention-backend {'flash' if plan.flash_attention else 'unfused'}")
     args.append("--bf16")
-    if plan.schedule in ("gpipe", "zb-h1"):
+    multiple = 128 * plan.tp  # --make-vocab-size-divisible-by (default 128) x tp: build_tokenizer.py
+    padded = -(-model.vocab // multiple) * multiple
+    if padded != model.vocab:
+        notes.append(f"# Megatron-LM pads the vocabulary to a multiple of 128*tp: {padded} rows "
+                     f"(the planner prices {model.vocab})")
+    if plan.pp == 1 and plan.virtual_stages > 1:
+        notes.append("# no pipeline (pp=1): Megatron-LM interleaves model chunks only across pipeline ranks")
+    elif plan.pp > 1 and plan.schedule in ("gpipe", "zb-h1"):
         notes.append(f"# Megatron-LM has no {SCHEDULE_NAMES[plan.schedule]} schedule: this runs 1F1B.")
-    lines = notes + [f"torchrun --nnodes {nodes} --nproc-per-node {per_node} pretrain_gpt.py \\"]
+    # arguments.py asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 before Blackwell
+    # (and asserts it is not 1 with Megatron-FSDP).
+    env = ("CUDA_DEVICE_MAX_CONNECTIONS=1 " if (plan.tp > 1 or plan.cp > 1) and plan.zero < 2
+           and cluster.gpu not in _BLACKWELL else "")
+    lines = notes + [f"{env}torchrun --nnodes {nodes} --nproc-per-node {per_node} pretrain_gpt.py \\"]
     lines += [f"    {arg} \\" for arg in args[:-1]] + [f"    {args[-1]}"]
     return "\n".join(lines)
 
@@ -107,9 +153,8 @@ def _split_args(text):
     return words
 
 
-def parse_megatron_args(text):
-    """(Transformer, Cluster-size gpus, Plan) read back from ``megatron_args`` output."""
-    words = _split_args(text)
+def _flags(words):
+    """{flag without dashes: value, or True for a switch} of a word list."""
     flags = {}
     i = 0
     while i < len(words):
@@ -121,6 +166,19 @@ def parse_megatron_args(text):
                 continue
             flags[word[2:]] = True
         i += 1
+    return flags
+
+
+def parse_megatron_args(text):
+    """(Transformer, Cluster-size gpus, Plan) read back from ``megatron_args`` output, with
+    Megatron-LM's own arithmetic: dp = world / (tp·pp·cp), v from
+    --num-virtual-stages-per-pipeline-rank or the layout's stage count over pp."""
+    words = _split_args(text)
+    if "pretrain_gpt.py" in words:
+        split = words.index("pretrain_gpt.py")
+        launcher, flags = _flags(words[:split]), _flags(words[split + 1:])
+    else:
+        launcher = flags = _flags(words)
     number = lambda key, default=None: int(flags[key]) if key in flags else default
     layers = number("num-layers")
     experts = number("num-experts", 1)
@@ -136,10 +194,13 @@ def parse_megatron_args(text):
         expert_ffn=number("moe-ffn-hidden-size"), dense_layers=dense_layers,
         tied_embeddings="untie-embeddings-and-output-weights" not in flags,
         dropout=float(flags.get("hidden-dropout", 0.1)) > 0)
-    gpus = number("nnodes", 1) * number("nproc-per-node", 1)
+    gpus = int(launcher.get("nnodes", 1)) * int(launcher.get("nproc-per-node", 1))
     tp, pp, cp = number("tensor-model-parallel-size", 1), number("pipeline-model-parallel-size", 1), \
         number("context-parallel-size", 1)
-    v = number("num-virtual-stages-per-pipeline-rank", 1)
+    if "pipeline-model-parallel-layout" in flags:
+        v = (flags["pipeline-model-parallel-layout"].count("|") + 1) // pp
+    else:
+        v = number("num-virtual-stages-per-pipeline-rank", 1)
     if "use-megatron-fsdp" in flags:
         zero = 2 if flags.get("data-parallel-sharding-strategy") == "optim_grads" else 3
     else:
@@ -148,36 +209,137 @@ def parse_megatron_args(text):
                 microbatch=number("micro-batch-size", 1), global_batch=number("global-batch-size"),
                 virtual_stages=v, zero=zero, recompute=flags.get("recompute-granularity", "none"),
                 sequence_parallel="sequence-parallel" in flags or tp == 1,
-                schedule="interleaved" if v > 1 else "1f1b", flash_attention="use-flash-attn" in flags,
+                schedule="interleaved" if v > 1 else "1f1b",
+                flash_attention=flags.get("attention-backend", "auto") in ("flash", "auto"),
                 tp_comm_overlap="tp-comm-overlap" in flags)
     return model, gpus, plan
 
 
+# ---- torchtitan -----------------------------------------------------------------------------
+
+# Presets torchtitan v0.2.2 has a flavor of (torchtitan/models/<name>/__init__.py).
 TORCHTITAN_FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B"),
                       "llama3-405b": ("llama3", "405B"), "deepseek-v3": ("deepseek_v3", "671B")}
+# Flavors built with FlexAttention, which torchtitan's context parallelism refuses (SDPA only).
+_FLEX_FLAVORS = {("deepseek_v3", "671B")}
+# torch.distributed.pipelining schedule names (get_schedule_class); ZB-H1 has no single-chunk one.
 TORCHTITAN_SCHEDULES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "gpipe": "GPipe", "zb-h1": "1F1B"}
+# Models whose parallelize_fn runs DDP only when it is the only parallelism (torchtitan
+# v0.2.2 llama3 and llama4 infra/parallelize.py: "DDP has not supported > 1D parallelism").
+_DDP_ALONE = ("llama3", "llama4")
+
+
+def _torchtitan_model(model, plan, preset):
+    """(model name, flavor, comment lines): a pinned flavor for the presets torchtitan has;
+    otherwise the nearest torchtitan model, a flavor to register and what differs."""
+    if preset in TORCHTITAN_FLAVORS:
+        name, flavor = TORCHTITAN_FLAVORS[preset]
+        notes = []
+        if (name, flavor) in _FLEX_FLAVORS and plan.cp > 1:
+            notes.append(f"# the {flavor} flavor uses FlexAttention, which torchtitan's context parallelism does not "
+                         f"support (SDPA only): register a copy with attn_type=\"sdpa\"")
+        return name, flavor, notes
+    label = MODELS[preset].label if preset in MODELS else "this model"
+    flavor = preset or "custom"
+    h = model.hidden
+    if not model.moe:
+        name, cls = "llama3", "TransformerModelArgs"
+        fields = f"dim={h}, n_layers={model.layers}, n_heads={model.heads}, n_kv_heads={model.kv_heads}, " \
+                 f"vocab_size={model.vocab}, " + _llama_ffn(h, model.ffn)
+        differs = [what for what, differ in (("GELU MLP", not model.gated_mlp),
+                                             ("tied embeddings", model.tied_embeddings)) if differ]
+        why = f"llama3, which has no {' or '.join(differs)}" if differs else ""
+    elif model.shared_experts or model.dense_layers:
+        name, cls = "deepseek_v3", "DeepSeekV3ModelArgs"
+        fields = f"dim={h}, n_layers={model.layers}, n_dense_layers={model.dense_layers}, n_heads={model.heads}, " \
+                 f"inter_dim={model.ffn}, moe_inter_dim={model.expert_ffn}, vocab_size={model.vocab}, " \
+                 f"moe_args=MoEArgs(num_experts={model.experts}, num_shared_experts={model.shared_experts}, " \
+                 f"top_k={model.top_k})"
+        why = "deepseek_v3 (dense first layers, shared experts), which uses multi-head latent attention"
+    else:
+        name, cls = "qwen3", "Qwen3ModelArgs"
+        fields = f"dim={h}, n_layers={model.layers}, n_heads={model.heads}, n_kv_heads={model.kv_heads}, " \
+                 f"head_dim={model.head_dim}, hidden_dim={model.ffn}, vocab_size={model.vocab}, moe_enabled=True, " \
+                 f"moe_inter_dim={model.expert_ffn}, moe_args=MoEArgs(num_experts={model.experts}, " \
+                 f"num_shared_experts=0, top_k={model.top_k})"
+        why = "qwen3 (experts without shared ones), which adds QK-norm"
+    notes = [f"# torchtitan {TORCHTITAN_VERSION} has no model or flavor for {label}"
+             + (f"; the nearest is {why}" if why else "") + ":",
+             f"# register \"{flavor}\" in torchtitan/models/{name}/__init__.py as {cls}({fields})"]
+    return name, flavor, notes
+
+
+def _llama_ffn(dim, ffn):
+    """TransformerModelArgs fields that give an FFN of ``ffn`` (torchtitan llama3's
+    FeedForward: int(2·4·dim/3), times ffn_dim_multiplier, rounded up to multiple_of)."""
+    base = int(2 * 4 * dim / 3)
+    if base <= ffn:
+        return f"multiple_of={ffn}"
+    return f"ffn_dim_multiplier={(ffn + 0.5) / base!r}, multiple_of=1"
+
+
+def _torchtitan_stage_layers(chunks, layers, first_less, last_less):
+    """Transformer layers per stage of torchtitan's generate_llm_fqn_per_model_part
+    (torchtitan/distributed/pipeline_parallel.py): the embedding and the output count as
+    ``*_less`` layers, the stages share the total evenly and the first stages take the
+    remainder; None where torchtitan refuses the split."""
+    if chunks == 1:
+        return [layers]
+    effective = layers + first_less + last_less
+    base, extra = divmod(effective, chunks)
+    if chunks > effective or base == 0 or first_less > base or last_less > base:
+        return None
+    counts, left = [], layers
+    for stage in range(chunks):
+        n = base + (1 if stage < extra else 0) - (first_less if stage == 0 else 0) - \
+            (last_less if stage == chunks - 1 else 0)
+        n = min(n, left)
+        counts.append(n)
+        left -= n
+    return counts
 
 
 def _torchtitan_split(model, plan):
-    """torchtitan's pipeline split for ``plan``: [parallelism] keys that make
-    torchtitan cut the model into pp·v stages (its generate_llm_fqn_per_model_part counts
-    the embedding and the output layer as ``*_stage_less_layers`` layers each)."""
+    """[parallelism] keys that make torchtitan cut the model into the planner's pp·v chunks
+    (chunk c on rank c mod pp, torchtitan's "loop" style): the layer count per stage and the
+    embedding and output weights when torchtitan's own even split gives the planner's
+    layers per chunk, else every chunk's module names."""
     chunks = plan.pp * plan.virtual_stages
-    if plan.virtual_stages == 1:
-        return {}
-    for less in (1, 0):
-        effective = model.layers + 2 * less
-        per_stage = -(-effective // chunks)
-        if -(-effective // per_stage) == chunks and per_stage >= less:
-            return {"pipeline_parallel_first_stage_less_layers": less, "pipeline_parallel_last_stage_less_layers": less,
-                    "pipeline_parallel_layers_per_stage": per_stage}
+    counts = _chunk_layers(model, plan)
+    for less in (0, 1):
+        if _torchtitan_stage_layers(chunks, model.layers, less, less) == counts:
+            effective = model.layers + 2 * less
+            per_stage = -(-effective // chunks)
+            if -(-effective // per_stage) == chunks:
+                return {"pipeline_parallel_first_stage_less_layers": less,
+                        "pipeline_parallel_last_stage_less_layers": less,
+                        "pipeline_parallel_layers_per_stage": per_stage}
     names, layer = [], 0
-    for c, n in enumerate(_chunk_layers(model, plan)):
+    for c, n in enumerate(counts):
         part = (["tok_embeddings"] if c == 0 else []) + [f"layers.{layer + i}" for i in range(n)]
         part += ["norm", "output"] if c == chunks - 1 else []
         layer += n
         names.append(part)
     return {"module_fqns_per_model_part": names}
+
+
+def _torchtitan_sharding(name, plan):
+    """(data_parallel_replicate_degree, data_parallel_shard_degree, fsdp_reshard_after_forward
+    or None, comment or None). torchtitan shards with FSDP over dp_shard·cp (parallel_dims.py
+    "fsdp" mesh), always when cp > 1 or ep > 1; ZeRO-3 reshards weights after forward,
+    ZeRO-2 keeps them gathered until backward; DDP only as said in ``_DDP_ALONE``."""
+    ddp = plan.zero == 0 and plan.cp == 1 and plan.ep == 1 and (name not in _DDP_ALONE or plan.tp * plan.pp == 1)
+    if ddp or plan.dp * plan.cp == 1:
+        return plan.dp, 1, None, None
+    note = None
+    if plan.zero == 1:
+        note = "# torchtitan has no ZeRO-1: FSDP without resharding after forward (ZeRO-2-like) is closest"
+    elif plan.zero == 0:
+        why = ("torchtitan shards over dp_shard x cp whenever cp > 1" if plan.cp > 1 else
+               "torchtitan applies FSDP whenever ep > 1" if plan.ep > 1 else
+               f"torchtitan's {name} runs DDP only when data parallelism is the only parallelism")
+        note = f"# no ZeRO-0 here ({why}): FSDP without resharding after forward (ZeRO-2-like) is closest"
+    return 1, plan.dp, "always" if plan.zero == 3 else "never", note
 
 
 def _toml_value(value):
@@ -192,31 +354,38 @@ def _toml_value(value):
 
 def torchtitan_toml(model, cluster, plan, preset=None):
     """A torchtitan job config (TOML, the field names of torchtitan v0.2.2's
-    torchtitan/config/job_config.py, the last release configured by TOML) for ``plan``.
-    ``preset``: a key of ``MODELS`` with a torchtitan flavor."""
+    torchtitan/config/job_config.py) for ``plan``. ``preset``: a key of ``MODELS`` (a
+    torchtitan flavor where torchtitan has one). torchtitan runs global / (local_batch_size ·
+    dp) forward passes a step (train.py gradient_accumulation_steps), each of
+    local_batch_size sequences per device; with pipeline parallelism one pipeline schedule
+    per step runs local_batch_size / pipeline_parallel_microbatch_size microbatches
+    (pipeline_parallel.py build_pipeline_schedule)."""
     _check(model, cluster, plan)
-    lines = [f"# {plan.label()} on {cluster.gpus} GPUs (the planner's plan)"]
-    name, flavor = TORCHTITAN_FLAVORS.get(preset, ("llama3", "custom"))
-    lines.append("[model]")
-    if preset not in TORCHTITAN_FLAVORS:
-        lines.append(f"# no torchtitan flavor for this model: register \"custom\" with dim={model.hidden}, "
-                     f"n_layers={model.layers}, n_heads={model.heads}, n_kv_heads={model.kv_heads}, "
-                     f"vocab_size={model.vocab}")
-    lines += [f"name = {_toml_value(name)}", f"flavor = {_toml_value(flavor)}", ""]
-    lines += ["[training]", f"local_batch_size = {plan.global_batch // plan.dp}",
-              f"global_batch_size = {plan.global_batch}", f"seq_len = {model.seq_len}", ""]
-    lines.append("[parallelism]")
-    if plan.zero == 0:
-        lines += [f"data_parallel_replicate_degree = {plan.dp}", "data_parallel_shard_degree = 1"]
+    name, flavor, model_notes = _torchtitan_model(model, plan, preset)
+    lines = [f"# {plan.label()} on {cluster.gpus} GPUs (the planner's plan), torchtitan {TORCHTITAN_VERSION} fields"]
+    lines += ["[model]"] + model_notes + [f"name = {_toml_value(name)}", f"flavor = {_toml_value(flavor)}", ""]
+    lines.append("[training]")
+    if plan.pp > 1:
+        lines += [f"# one pipeline schedule per step: local_batch_size / pipeline_parallel_microbatch_size = "
+                  f"{plan.microbatches} microbatches of {plan.microbatch}",
+                  f"local_batch_size = {plan.global_batch // plan.dp}"]
     else:
-        if plan.zero == 1:
-            lines.append("# torchtitan has no ZeRO-1: FSDP without resharding after forward (ZeRO-2-like) is closest")
-        lines += ["data_parallel_replicate_degree = 1", f"data_parallel_shard_degree = {plan.dp}",
-                  f"fsdp_reshard_after_forward = {_toml_value('always' if plan.zero == 3 else 'never')}"]
+        lines += [f"# local_batch_size is the per-device forward batch: torchtitan accumulates "
+                  f"global_batch_size / (local_batch_size x dp {plan.dp}) = {plan.microbatches} of them per step",
+                  f"local_batch_size = {plan.microbatch}"]
+    lines += [f"global_batch_size = {plan.global_batch}", f"seq_len = {model.seq_len}", ""]
+    lines.append("[parallelism]")
+    replicate, shard, reshard, note = _torchtitan_sharding(name, plan)
+    lines += [note] if note else []
+    lines += [f"data_parallel_replicate_degree = {replicate}", f"data_parallel_shard_degree = {shard}"]
+    if reshard:
+        lines.append(f"fsdp_reshard_after_forward = {_toml_value(reshard)}")
     lines.append(f"tensor_parallel_degree = {plan.tp}")
     if plan.tp > 1 and not plan.sequence_parallel:
         lines.append("# torchtitan always runs sequence parallelism with tensor parallelism")
     lines += [f"pipeline_parallel_degree = {plan.pp}"]
+    if plan.pp == 1 and plan.virtual_stages > 1:
+        lines.append("# no pipeline (pp=1): torchtitan interleaves model chunks only across pipeline ranks")
     if plan.pp > 1:
         if plan.schedule == "zb-h1":
             lines.append("# torchtitan has no single-chunk ZB-H1 schedule: 1F1B is closest")
@@ -226,15 +395,24 @@ def torchtitan_toml(model, cluster, plan, preset=None):
     lines.append(f"context_parallel_degree = {plan.cp}")
     if model.moe:
         lines.append(f"expert_parallel_degree = {plan.ep}")
+        if plan.ep > 1 and plan.tp > 1:
+            lines.append(f"expert_tensor_parallel_degree = {plan.tp}  # experts split tp ways, ep out of dp x cp")
     lines += ["", "[activation_checkpoint]", f"mode = {_toml_value(plan.recompute)}"]
     if plan.recompute == "selective":
-        lines.append('selective_ac_option = "op"')
+        lines += ["# torchtitan's op-level selective AC keeps attention outputs and every other matmul output and",
+                  "# recomputes the rest; the planner prices recomputing the attention core (Korthikanti 2022)",
+                  'selective_ac_option = "op"']
+    if not plan.flash_attention:
+        lines.append("# torchtitan's SDPA picks FlashAttention where it can: no setting here turns it off")
     return "\n".join(lines) + "\n"
 
 
 def parse_torchtitan_toml(text, model):
-    """The Plan a ``torchtitan_toml`` config runs (``model`` gives the layer count that
-    turns layers per stage back into chunks)."""
+    """The Plan a ``torchtitan_toml`` config runs, by torchtitan's own arithmetic (``model``
+    gives the layer count that turns layers per stage back into chunks): dp =
+    replicate·shard, microbatch = pipeline_parallel_microbatch_size with PP else
+    local_batch_size, ZeRO-3 where FSDP reshards after forward (torchtitan's "default"
+    does without PP), ZeRO-2 where it does not."""
     import tomllib
 
     config = tomllib.loads(text)
@@ -245,11 +423,16 @@ def parse_torchtitan_toml(text, model):
     cp = parallel.get("context_parallel_degree", 1)
     replicate = parallel.get("data_parallel_replicate_degree", 1)
     shard = parallel.get("data_parallel_shard_degree", 1)
-    if shard > 1:
-        zero = 3 if parallel.get("fsdp_reshard_after_forward", "default") in ("always", "default") else 2
-    else:
+    if shard * cp == 1:
         zero = 0
-    schedule = {v: k for k, v in TORCHTITAN_SCHEDULES.items() if k != "zb-h1"}[parallel.get("pipeline_parallel_schedule", "1F1B")]
+    elif replicate > 1:
+        raise ValueError(f"data_parallel_replicate_degree={replicate} with FSDP over dp_shard x cp = {shard * cp} "
+                         f"is HSDP, which the planner has no plan for")
+    else:
+        policy = parallel.get("fsdp_reshard_after_forward", "default")
+        zero = 3 if policy == "always" or (policy == "default" and pp == 1) else 2
+    schedules = {v: k for k, v in TORCHTITAN_SCHEDULES.items() if k != "zb-h1"}
+    schedule = schedules[parallel.get("pipeline_parallel_schedule", "1F1B")]
     if "module_fqns_per_model_part" in parallel:
         chunks = len(parallel["module_fqns_per_model_part"])
     elif "pipeline_parallel_layers_per_stage" in parallel:
@@ -257,11 +440,11 @@ def parse_torchtitan_toml(text, model):
             "pipeline_parallel_last_stage_less_layers", 1)
         chunks = -(-(model.layers + less) // parallel["pipeline_parallel_layers_per_stage"])
     else:
-        chunks = pp
+        chunks = pp * (2 if schedule == "interleaved" else 1)
+    local = training.get("local_batch_size", 8)
     mode = config.get("activation_checkpoint", {}).get("mode", "selective")
     return Plan(tp=tp, pp=pp, dp=replicate * shard, cp=cp, ep=parallel.get("expert_parallel_degree", 1),
-                microbatch=parallel.get("pipeline_parallel_microbatch_size", 1) if pp > 1 else 1,
+                microbatch=parallel.get("pipeline_parallel_microbatch_size", 1) if pp > 1 else local,
                 global_batch=training.get("global_batch_size"), virtual_stages=chunks // pp, zero=zero,
-                recompute=mode, sequence_parallel=True, schedule=schedule, flash_attention=True)
-
-
+                recompute=mode, sequence_parallel=True, schedule=schedule if pp > 1 else "1f1b", flash_attention=True,
+                framework="fsdp")

@@ -1,15 +1,13 @@
 """The planner (models/planner/): the published cases, the ledgers it is built from,
-properties of predict and recommend, bad input, and the exports' round trips."""
+properties of predict and recommend, bad input (the exports: test_planner_exports.py)."""
 import json
-import math
-import tomllib
 from dataclasses import replace
 
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from models import activations, collectives, flops, memory, mesh, pipeline, planner
-from models.planner import Cluster, Plan, Transformer, cost, exports, layouts
+from models.planner import Cluster, Plan, Transformer, cost, layouts
 from tests.published_cases import ROOT, published_cases
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -454,87 +452,6 @@ def test_predict_refuses_other_types():
         planner.predict("gpt3", A100_1024, ISSUE_PLAN)
     with pytest.raises(ValueError, match="^plan"):
         planner.predict(GPT3, A100_1024, {"tp": 8})
-
-
-# ---- exports -------------------------------------------------------------------------------------
-
-MEGATRON_FLAGS = {"hidden-dropout", "attention-dropout", "tp-comm-overlap",   # flag names in NVIDIA/Megatron-LM (arguments.py and the config dataclasses it builds flags from)
-    "num-layers", "hidden-size", "num-attention-heads", "group-query-attention", "num-query-groups",
-    "ffn-hidden-size", "swiglu", "untie-embeddings-and-output-weights", "seq-length", "max-position-embeddings",
-    "tokenizer-type", "vocab-size", "num-experts", "moe-router-topk", "moe-ffn-hidden-size",
-    "moe-shared-expert-intermediate-size", "moe-layer-freq", "tensor-model-parallel-size",
-    "pipeline-model-parallel-size", "num-virtual-stages-per-pipeline-rank", "account-for-embedding-in-pipeline-split",
-    "account-for-loss-in-pipeline-split", "pipeline-model-parallel-layout", "context-parallel-size",
-    "expert-model-parallel-size", "sequence-parallel", "micro-batch-size", "global-batch-size",
-    "use-distributed-optimizer", "use-megatron-fsdp", "data-parallel-sharding-strategy", "overlap-grad-reduce",
-    "overlap-param-gather", "recompute-granularity", "recompute-method", "recompute-num-layers", "use-flash-attn",
-    "bf16", "nnodes", "nproc-per-node",
-}
-
-EXPORT_CASES = [
-    ("gpt3-175b", "dgx-a100-80gb", 1024, ISSUE_PLAN),
-    ("gpt3-175b", "dgx-a100-80gb", 1024, replace(ISSUE_PLAN, pp=16, dp=8, virtual_stages=3, schedule="interleaved",
-                                                 zero=1, recompute="full")),
-    ("llama3-405b", "dgx-h100", 16384, Plan(tp=8, pp=16, dp=64, cp=2, microbatch=1, global_batch=2048,
-                                            virtual_stages=8, schedule="interleaved", zero=1, recompute="none")),
-    ("llama3-70b", "dgx-h100", 512, Plan(tp=4, pp=4, dp=32, microbatch=2, global_batch=512, virtual_stages=3,
-                                         schedule="interleaved", zero=3, recompute="selective")),
-    ("mixtral-8x7b", "dgx-h100", 256, Plan(tp=1, pp=1, dp=64, cp=4, ep=8, global_batch=256, zero=2,
-                                           recompute="none")),
-    ("deepseek-v3", "dgx-h100", 2048, Plan(tp=2, pp=8, dp=128, ep=64, global_batch=2048, zero=1, recompute="full",
-                                           virtual_stages=2, schedule="interleaved")),
-]
-
-
-@pytest.mark.parametrize("preset,cluster_key,gpus,plan", EXPORT_CASES, ids=lambda x: getattr(x, "__name__", str(x))[:20])
-def test_megatron_args_round_trip(preset, cluster_key, gpus, plan):
-    model, cluster = planner.model_preset(preset), planner.cluster_preset(cluster_key, gpus)
-    text = planner.megatron_args(model, cluster, plan)
-    assert text.isascii()
-    used = {word[2:] for word in exports._split_args(text) if word.startswith("--")}
-    assert used <= MEGATRON_FLAGS, used - MEGATRON_FLAGS
-    parsed_model, parsed_gpus, parsed_plan = planner.parse_megatron_args(text)
-    assert parsed_model == model and parsed_gpus == gpus and parsed_plan == plan
-
-
-def test_megatron_layout_string_covers_every_layer_once():
-    model = replace(GPT3, layers=90)
-    plan = replace(ISSUE_PLAN, pp=8, virtual_stages=4, schedule="interleaved", global_batch=1536)
-    text = planner.megatron_args(model, A100_1024, plan)
-    layout = text.split("--pipeline-model-parallel-layout '")[1].split("'")[0]
-    stages = layout.split("|")
-    assert len(stages) == 32 and stages[0].startswith("E") and stages[-1].endswith("L")
-    assert sum(int(stage.split("t*")[1].rstrip("L")) for stage in stages if "t*" in stage) == 90
-
-
-@pytest.mark.parametrize("preset,cluster_key,gpus,plan", EXPORT_CASES, ids=lambda x: getattr(x, "__name__", str(x))[:20])
-def test_torchtitan_toml_round_trip(preset, cluster_key, gpus, plan):
-    model, cluster = planner.model_preset(preset), planner.cluster_preset(cluster_key, gpus)
-    text = planner.torchtitan_toml(model, cluster, plan, preset)
-    config = tomllib.loads(text)
-    assert set(config) == {"model", "training", "parallelism", "activation_checkpoint"}
-    assert config["training"]["global_batch_size"] == plan.global_batch
-    assert config["training"]["local_batch_size"] * plan.dp == plan.global_batch
-    back = planner.parse_torchtitan_toml(text, model)
-    expected = replace(plan, zero={0: 0, 1: 2, 2: 2, 3: 3}[plan.zero],  # torchtitan has no ZeRO-1
-                       microbatch=plan.microbatch if plan.pp > 1 else 1, sequence_parallel=True)
-    assert back == expected
-    if plan.zero == 1:
-        assert "no ZeRO-1" in text
-
-
-def test_torchtitan_pipeline_split_makes_pp_times_v_stages():
-    for layers, pp, v in ((126, 16, 8), (96, 8, 2), (80, 4, 3), (61, 8, 2), (90, 8, 4)):
-        model = replace(GPT3, layers=layers)
-        plan = Plan(tp=8, pp=pp, dp=1, global_batch=8 * pp, virtual_stages=v, schedule="interleaved")
-        split = exports._torchtitan_split(model, plan)
-        if "module_fqns_per_model_part" in split:
-            parts = split["module_fqns_per_model_part"]
-            assert len(parts) == pp * v and sum(len([n for n in p if n.startswith("layers.")]) for p in parts) == layers
-        else:
-            effective = layers + split["pipeline_parallel_first_stage_less_layers"] + split[
-                "pipeline_parallel_last_stage_less_layers"]
-            assert math.ceil(effective / split["pipeline_parallel_layers_per_stage"]) == pp * v
 
 
 def test_a_search_after_another_on_the_same_pair_reuses_its_prices_and_finds_the_same():
