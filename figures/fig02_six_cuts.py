@@ -36,6 +36,11 @@ def constrain(state):
     return state
 
 
+def limits(state):
+    """The degree slider's range: up to the layers when cutting the pipeline."""
+    return {"degree": state["layers"] if state["cut"] == "pipeline" else CONTROLS[1].max}
+
+
 def _step(cut, state):
     try:
         return cuts.step_cut(cut, state["params"], state["layers"], state["degree"])

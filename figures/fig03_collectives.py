@@ -48,6 +48,11 @@ def constrain(state):
     return state
 
 
+def limits(state):
+    """The step slider's range: the drawn algorithm's steps."""
+    return {"step": len(_sim(state).steps)}
+
+
 def _next(state):
     return {**state, "step": 0 if state["step"] >= len(_sim(state).steps) else state["step"] + 1}
 

@@ -48,6 +48,14 @@ def constrain(state):
     return state
 
 
+def limits(state):
+    """What ``constrain`` lets each slider reach from here: DP and PP up to what 4,096 GPUs hold
+    (TP and CP may always grow: the others give way), EP up to DP x CP, the rank to the last one."""
+    model = state["tp"] * state["cp"] * state["pp"]
+    return {"dp": MAX_WORLD // model, "pp": MAX_WORLD // (state["tp"] * state["cp"]),
+            "ep": state["dp"] * state["cp"], "rank": model * state["dp"] - 1}
+
+
 @lru_cache(maxsize=64)
 def _crosses(mesh, axis):  # per mesh: moving the rank or the highlighted axis recomputes nothing
     return axis_crosses_node(mesh, axis)
