@@ -302,6 +302,17 @@ def arcs(items, *, head=5.0, **attributes):
         mx, cy = (x1 + x2) / 2, y - 2 * height  # control point: the curve peaks at y - height
         data.append(f"M{x1:.2f} {y:.2f}Q{mx:.2f} {cy:.2f} {x2:.2f} {y:.2f}" + _arrow_head(x2, y, x2 - mx, y - cy, head))
     return _path("".join(data), fill="none", **attributes)
+def bows(items, *, bend=0.2, head=5.0, **attributes):
+    """Arrows from ``(x1, y1)`` to ``(x2, y2)`` (items ``(x1, y1, x2, y2)``) curving to the left
+    of their direction by ``bend`` times their length, head at the second point, as ONE
+    ``<path>``: two arrows between the same points in opposite directions, or arrows along
+    one line (an All-to-All's pairwise swaps), stay apart instead of drawing one line."""
+    data = []
+    for x1, y1, x2, y2 in items:
+        dx, dy = x2 - x1, y2 - y1
+        cx, cy = (x1 + x2) / 2 + 2 * bend * dy, (y1 + y2) / 2 - 2 * bend * dx  # the curve peaks bend x length off
+        data.append(f"M{x1:.2f} {y1:.2f}Q{cx:.2f} {cy:.2f} {x2:.2f} {y2:.2f}" + _arrow_head(x2, y2, x2 - cx, y2 - cy, head))
+    return _path("".join(data), fill="none", **attributes)
 def spans(pairs, *, y, height, **attributes):
     """Bars on ONE row, ``pairs`` a flat sequence ``x0, x1, x0, x1, ...`` in pixels, as one
     ``<path>`` of horizontal strokes ``height`` thick (centred on ``y``; butt caps, so a bar

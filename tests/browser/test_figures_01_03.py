@@ -121,6 +121,18 @@ def test_figure_03_next_step_walks_the_ring_and_wraps(session):
         move_and_check(page, figure, state, key, value)
 
 
+def test_figure_03_says_when_its_drawing_is_capped(session):
+    """N past 8: the step-through still draws 8 ranks, and says so in the drawing and its text."""
+    page = session.page
+    figure, state = _state(page, 3)
+    move_and_check(page, figure, state, "N", 1024)
+    drawing = page.text_content("#fig-03 [data-role=view] svg")
+    assert "Capped: drawn on 8 ranks; at N = 1,024 the same algorithm takes 2,046 steps" in drawing
+    assert "capped at 8 ranks" in page.text_content("#fig-03 [data-role=alt]")
+    move_and_check(page, figure, state, "N", 8)
+    assert "Capped" not in page.text_content("#fig-03 [data-role=view] svg")
+
+
 def test_a_link_restores_each_figure(session):
     page = session.page
     for number, values, (key, shown) in ((3, {"op": "broadcast", "algo": "tree", "step": 2, "N": 16}, ("op", "broadcast")),
