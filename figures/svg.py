@@ -241,14 +241,23 @@ def _arrow_head(x, y, dx, dy, head):
             f"L{back_x + uy * head * 0.5:.2f} {back_y - ux * head * 0.5:.2f}")
 
 
-def end_labels(items, x, *, gap=14.0, floor=None, **attributes):
+def end_labels(items, x, *, gap=14.0, floor=None, leaders_from=None, **attributes):
     """Labels ``(y, text)`` at ``x`` (the right ends of a chart's curves), moved apart so that no two
-    are closer than ``gap`` and, if ``floor`` is given, none sits below it."""
+    are closer than ``gap`` and, if ``floor`` is given, none sits below it. With ``leaders_from``
+    (the x where the curves end), a label moved off its curve's end is joined to it by a thin line
+    (class ``svg-axis``), so labels stacked where curves meet still say which is which."""
     placed = []
-    for y, content in sorted(items):
-        placed.append((max(y, placed[-1][0] + gap) if placed else y, content))
-    lift = max(0.0, placed[-1][0] - floor) if placed and floor is not None else 0.0
-    return texts(((x, y - lift, content) for y, content in placed), **attributes)
+    for y, content in sorted(items):  # down: each at least `gap` below the one above
+        placed.append([max(y, placed[-1][0] + gap) if placed else y, content, y])
+    if placed and floor is not None:  # up from the floor: only the labels that must move do
+        placed[-1][0] = min(placed[-1][0], floor)
+        for above, below in zip(placed[-2::-1], placed[:0:-1]):
+            above[0] = min(above[0], below[0] - gap)
+    labels = texts(((x, y, content) for y, content, _ in placed), **attributes)
+    if leaders_from is None:
+        return labels
+    moved = [(leaders_from, wanted - 4, x - 3, y - 4) for y, _, wanted in placed if abs(y - wanted) > 2]
+    return labels + (segments(moved, class_="svg-axis") if moved else "")
 def hit_areas(items, **attributes):
     """Clickable rectangles over a drawing, one ``<rect>`` each: ``items`` are
     ``(x, y, width, height, data_set)`` or ``(x, y, width, height, data_set, label)``.
