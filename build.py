@@ -453,6 +453,7 @@ def render_figure(templates, figure, held=False):
         figure=figure,
         state=state,
         view=view,
+        limits=figure.slider_limits(state),
         held=held,
         plot_json=json.dumps(view.plot, sort_keys=True, separators=(",", ":")).replace("</", "<\\/") if view.plot else None,
     )

@@ -29,6 +29,7 @@ def _load(module_name):
         render=module.render,
         constrain=getattr(module, "constrain", None),
         prepare=getattr(module, "prepare", None),
+        limits=getattr(module, "limits", None),
     )
 
 

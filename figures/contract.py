@@ -8,6 +8,11 @@ A figure module (``figures/figNN_slug.py``) defines
     CONTROLS = (Slider(...), Select(...), Toggle(...), Button(...))
     def render(state) -> View: ...   # pure: the same state always gives the same view
 
+and, where one control's valid range depends on others, optionally
+
+    def constrain(state) -> state: ...  # snaps a state into range (a rank below the world size)
+    def limits(state) -> {key: value}:  # each such slider's highest value in this state
+
 ``state`` is a plain dict ``{control key: value}`` that always passes
 ``validate_state``. The same ``render`` runs at build time in CPython (baked into the
 HTML) and in the browser on every control move, so it must be pure and fast, and it
@@ -89,6 +94,15 @@ class Slider:
         if isinstance(position, float) and position.is_integer() and abs(position) < 1e21:
             return str(int(position))
         return repr(position)
+
+    def highest_at_most(self, value):
+        """The largest value the slider can take that is not above ``value`` (its lowest if none is)."""
+        if self.stops:
+            return max((s for s in self.stops if s <= value), default=self.stops[0])
+        if value >= self.max:
+            return self.coerce(self.max)
+        steps = max(0, math.floor((value - self.min) / self.step + 1e-9))
+        return self.coerce(self.min + steps * self.step)
 
     def from_position(self, position):
         if self.stops:
@@ -296,6 +310,11 @@ class Figure:
     # ``render``, so that the worker can render such a state ahead between the reader's
     # calls instead of in one long turn.
     prepare: object = field(default=None, repr=False)
+    # The module's optional ``limits(state) -> {slider key: highest value}``: a constrained
+    # slider's range in this state, so that no stretch of its track is dead (Figure 17's rank
+    # slider ends at the last rank of the world drawn, not at 4,095). It returns the same keys
+    # for every state. The page sets each such input's ``max`` from ``slider_limits``.
+    limits: object = field(default=None, repr=False)
 
     @property
     def anchor(self):
@@ -313,6 +332,18 @@ class Figure:
 
     def default_state(self):
         return {c.key: c.default for c in self.stateful_controls}
+
+    def slider_limits(self, state):
+        """``{slider key: the input's max}`` for the sliders ``limits`` narrows in ``state``
+        (the position text the range input holds: an index for a slider with stops); empty
+        for a figure without ``limits``. Baked into the page and sent with every view."""
+        if self.limits is None:
+            return {}
+        shown = {}
+        for key, highest in self.limits(state).items():
+            control = self.control(key)
+            shown[key] = control.position_text(control.highest_at_most(highest))
+        return shown
 
     def validate_state(self, raw):
         """A complete, valid state from a partial or messy one: unknown keys are dropped,

@@ -36,6 +36,11 @@ def constrain(state):
     return state
 
 
+def limits(state):
+    """Each constrained slider's range in this state: TP up to a node's GPUs, the rank to the last one."""
+    return {"tp": state["gpus"], "rank": state["nodes"] * state["gpus"] - 1}
+
+
 def _ranks(group):
     """A group's ranks in words: '12-15', '1, 5, 9, 13', '1, 5, 9, ..., 253 (64 ranks)'."""
     if len(group) > 2 and group[-1] - group[0] == len(group) - 1:

@@ -1,14 +1,15 @@
 """Figure 02: one training step, cut six ways -- what one device keeps, what it sends, and when."""
 from figures import html, svg
 from figures.contract import Readout, Select, Slider, View
-from models import cuts, fmt, strategies
+from models import checkpoint, cuts, fmt, strategies
 
 NUMBER = 2
 TITLE = "One step, six cuts"
 CAPTION = (
     "Each panel is the same training step: layers run left to right, tokens top to bottom (lines "
-    "between sequences), and the strip beneath is the state every layer keeps between steps (weights, gradients, "
-    "optimizer moments: 16 bytes per parameter). The darker part is what one device keeps after the cut; "
+    f"between sequences), and the strip beneath is the state every layer keeps between steps: {cuts.LEDGER_BYTES_PER_PARAM} "
+    "bytes per parameter, bf16 weights and gradients plus fp32 master weights and Adam's two moments (no fp32 gradient "
+    f"copy; a checkpoint, which leaves out the gradients, keeps {checkpoint.checkpoint_bytes_per_param()}). The darker part is what one device keeps after the cut; "
     "purple marks are where its collective fires. Choose a cut (or click its panel) and a degree, and "
     "compare. Bytes sent count what one device puts on the wire in one optimizer step (bf16, ring "
     "algorithms; for the pipeline an interior stage), with a step of 8 microbatches of one 4,096-token "
@@ -34,6 +35,11 @@ def constrain(state):
     if state["cut"] == "pipeline" and state["degree"] > state["layers"]:
         state["degree"] = max(d for d in CONTROLS[1].stops if d <= state["layers"])
     return state
+
+
+def limits(state):
+    """The degree slider's range: up to the layers when cutting the pipeline."""
+    return {"degree": state["layers"] if state["cut"] == "pipeline" else CONTROLS[1].max}
 
 
 def _step(cut, state):
@@ -95,7 +101,8 @@ def render(state):
                            label=f"One training step cut six ways at degree {d}; the {cuts.CUT_LABELS[chosen]} cut is chosen")
     step, card = steps[chosen], strategies.card(cuts.CARD_KEYS[chosen])
     readouts = (
-        Readout("model_state_bytes_per_device", "model state per device", fmt.gigabytes(step.model_state_bytes),
+        Readout("model_state_bytes_per_device", f"model state per device ({cuts.LEDGER_BYTES_PER_PARAM} B per parameter)",
+                fmt.gigabytes(step.model_state_bytes),
                 step.model_state_bytes, AXIS_COLOUR[chosen]),
         Readout("comm_bytes_per_step_per_device", "sent per device per step", fmt.gigabytes(step.comm_bytes),
                 step.comm_bytes, "comm"),

@@ -48,6 +48,11 @@ def constrain(state):
     return state
 
 
+def limits(state):
+    """The step slider's range: the drawn algorithm's steps."""
+    return {"step": len(_sim(state).steps)}
+
+
 def _next(state):
     return {**state, "step": 0 if state["step"] >= len(_sim(state).steps) else state["step"] + 1}
 
@@ -76,13 +81,25 @@ def _phase(sim, step):
     return "every pair swaps one chunk at once" if sim.algorithm == "pairwise" else ""
 
 
-def _step_through(sim, step, top):
+def _header(sim, step, n, steps_at_n):
+    """The step-through's title, then its phase, then (only when N is too many to draw) what is drawn instead."""
+    lines = [(f"{LABEL[sim.op]} over {sim.ranks} ranks, {ALGORITHM_WORDS[sim.algorithm]}: step {step} of {len(sim.steps)}",
+              "svg-title"), (_phase(sim, step), "svg-label-soft")]
+    if n > sim.ranks:
+        lines.append((f"Capped: drawn on {sim.ranks} ranks; at N = {n:,} the same algorithm takes {steps_at_n:,} steps "
+                      "(priced below)", "svg-label svg-strong"))
+    return lines
+
+
+def _step_through(sim, step, top, n, steps_at_n):
     """Columns of chunk squares, one per rank, after `step` rounds; arrows for that round's transfers."""
     ranks = sim.ranks
     col = min(84.0, (WIDTH - LEFT) / ranks)
     q = min(28.0, col - 18)
     x0 = LEFT + (WIDTH - LEFT - ranks * col) / 2 + (col - q) / 2
     tree = sim.algorithm in TREE_DRAWN
+    lines = _header(sim, step, n, steps_at_n)
+    top += 17 * (len(lines) - 1)  # the rank labels and the grid go under the header's lines
     grid_top, pitch = top + (78 if tree else 40), q + 8
     xy = lambda r, c: (x0 + r * col, grid_top + c * pitch)
     sources = sim.steps[step - 1].sources if step else sim.initial_sources
@@ -94,11 +111,15 @@ def _step_through(sim, step, top):
                 bands.setdefault(palette.rank_key(src), []).append((x, y + i * q / len(held), q, q / len(held)))
             if not held:
                 empty.append((x, y, q, q))
-    arrows, routed, landed, links = [], [], [], {}
+    arrows, routed, landed, links, swaps = [], [], [], {}, []
     for t in sim.steps[step - 1].transfers if step else ():
         (sx, sy), (dx, dy) = xy(t.src, t.chunk), xy(t.dst, t.slot)
         landed.append((dx, dy, q, q))
-        if tree:  # a tree's messages jump over ranks: one arc per pair of ranks, above the columns
+        if sim.algorithm == "pairwise":  # every pair swaps along one line: bow each way apart
+            length = ((dx - sx) ** 2 + (dy - sy) ** 2) ** 0.5
+            ux, uy = (dx - sx) / length * q * 0.55, (dy - sy) / length * q * 0.55
+            swaps.append((sx + q / 2 + ux, sy + q / 2 + uy, dx + q / 2 - ux, dy + q / 2 - uy))
+        elif tree:  # a tree's messages jump over ranks: one arc per pair of ranks, above the columns
             links[t.src, t.dst] = (sx + q / 2, dx + q / 2, grid_top - 6, 6 + 5 * abs(t.dst - t.src) + 4 * (t.dst < t.src))
         elif t.src == ranks - 1 and t.dst == 0 and ranks > 2:  # the ring closes below the columns
             low = grid_top + len(sources[0]) * pitch + 2 + 3 * t.slot / len(sources[0])
@@ -108,9 +129,9 @@ def _step_through(sim, step, top):
             forward = 1 if dx > sx else -1
             arrows.append((sx + q / 2 + forward * q / 2, sy + q / 2, dx + q / 2 - forward * (q / 2 + 1), dy + q / 2))
     bottom = grid_top + len(sources[0]) * pitch + 8
-    header = f"{LABEL[sim.op]} over {ranks} ranks, {ALGORITHM_WORDS[sim.algorithm]}: step {step} of {len(sim.steps)}"
+    head = top - 17 * (len(lines) - 1)
     parts = [
-        svg.text(8, top + 14, header + (f", {_phase(sim, step)}" if _phase(sim, step) else ""), class_="svg-title"),
+        *(svg.text(8, head + 14 + 17 * i, text, class_=css) for i, (text, css) in enumerate(lines) if text),
         svg.texts(((x + q / 2, top + 32, f"rank {r}") for r in range(ranks) for x, _ in (xy(r, 0),)),
                   class_="svg-label-soft", text_anchor="middle"),
         svg.texts(((LEFT - 4, xy(0, c)[1] + q / 2 + 4, f"chunk {c}") for c in range(len(sources[0]))),
@@ -121,6 +142,7 @@ def _step_through(sim, step, top):
         *(svg.polyline(points, class_="svg-arrow") for points in routed),
         svg.arrows(arrows, head=5.0, class_="svg-arrow"),
         svg.arcs(links.values(), head=5.0, class_="svg-arrow"),
+        svg.bows(swaps, bend=0.12, head=5.0, class_="svg-arrow"),
     ]
     return parts, bottom
 
@@ -174,13 +196,15 @@ def render(state):
     sim, step, N = _sim(state), state["step"], state["N"]
     split = collectives.cost_split(state["op"], state["size"], N, alpha_s=state["alpha_us"] * 1e-6,
                                    bandwidth_bytes_per_s=state["bw_GBps"] * 1e9, algorithm=state["algo"])
-    upper, bottom = _step_through(sim, step, 0)
+    upper, bottom = _step_through(sim, step, 0, N, split.steps)
     lower, height = _cost_panel(state, split, bottom + 10)
+    capped = f" (capped: N = {N:,} is drawn on {sim.ranks})" if N > sim.ranks else ""
     drawing = svg.document(WIDTH, height, upper + lower,
-                           label=f"{LABEL[state['op']]} step-through over {sim.ranks} ranks and its alpha-beta cost")
+                           label=f"{LABEL[state['op']]} step-through over {sim.ranks} ranks{capped} and its alpha-beta cost")
     notes = []
     if N > DRAWN:
-        notes.append(f"The step-through draws {DRAWN} ranks; at N = {N} the same algorithm takes {split.steps} steps.")
+        notes.append(f"The step-through is capped at {DRAWN} ranks; at N = {N:,} the same algorithm takes "
+                     f"{split.steps:,} steps.")
     if state["algo"] == "tree" and state["op"] == "alltoall":
         notes.append("Bruck's log-step All-to-All routes blocks through other ranks; the drawing shows the pairwise "
                      "exchange, the cost below is Bruck's.")
@@ -200,7 +224,9 @@ def render(state):
                 split.busbw_bytes_per_s),
     )
     alt = (f"{sim.ranks} columns of chunks, one per rank, showing {LABEL[sim.op]} by {ALGORITHM_WORDS[sim.algorithm]} "
-           f"at step {step} of {len(sim.steps)}; {_phase(sim, step) or 'transfers drawn as arrows'}. Below, "
+           f"at step {step} of {len(sim.steps)}; {_phase(sim, step) or 'transfers drawn as arrows'}. "
+           + (f"The drawing is capped at {sim.ranks} ranks: at N = {N:,} the same algorithm takes {split.steps:,} steps. "
+              if N > sim.ranks else "") + "Below, "
            f"{LABEL[state['op']]} of {fmt.data_size(state['size'])} over {N} ranks takes {fmt.duration(split.time_s)}: "
            f"{fmt.duration(split.latency_s)} of latency and {fmt.duration(split.bandwidth_s)} of bandwidth, with the ring and "
            "tree times plotted against buffer size.")

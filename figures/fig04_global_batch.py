@@ -25,10 +25,10 @@ VARIANT_LABELS = {
 }
 
 CONTROLS = (
-    Slider("micro", "Microbatch b_micro", stops=POWERS, default=4),
-    Slider("accum", "Accumulation steps A", stops=POWERS, default=8),
+    Slider("micro", "Microbatch b_micro", stops=POWERS, default=1),
+    Slider("accum", "Accumulation steps A", stops=POWERS, default=2),
     Slider("dp", "Data-parallel ranks N", stops=tuple(2**k for k in range(11)), default=8),
-    Slider("dataset", "Samples in the dataset", stops=(16, 32, 64, 128, 256, 512), default=64),
+    Slider("dataset", "Samples in the dataset", stops=(16, 32, 64, 128, 256, 512), default=128),
     Select("variant", "Sampler", options=tuple(VARIANT_LABELS.items()), default="correct"),
     Slider("epochs", "Epochs shown", min=1, max=4, step=1, default=2),
 )
@@ -47,15 +47,19 @@ def _rank_colour(rank):
     return palette.rank_key(rank), (1.0 if rank < palette.RANK_COLOURS else 0.55)
 
 
-def _batch_grid(parts, state, batch):
+def _batch_grid(parts, state, batch, steps):
     cols, rows = min(state["dp"], DRAWN_RANKS), min(state["accum"], MAX_ROWS)
     cell_w, cell_h = min(24.0, (X1 - X0) / cols), min(14.0, 128.0 / rows)
-    top = 62
+    top = 80
+    share = (f"an epoch of {state['dataset']} samples takes {fmt.decimal(steps)} steps" if steps >= 1 else
+             f"one step = {fmt.decimal(1 / steps)} epochs of the {state['dataset']} samples")
     parts += [
         svg.text(0, 14, f"One step: {state['micro']} \u00d7 {state['accum']} \u00d7 {state['dp']} = "
                         f"{fmt.count(batch)} samples", class_="svg-label svg-strong"),
-        svg.text(0, 33, f"a cell: a microbatch of {state['micro']}; a column: a rank;", class_="svg-label-soft"),
-        svg.text(0, 51, "a row: an accumulation step", class_="svg-label-soft"),
+        svg.text(0, 33, share, class_="svg-label" if steps >= 1 else "svg-label svg-strong",
+                 style=None if steps >= 1 else "fill:var(--c-warn)"),
+        svg.text(0, 51, f"a cell: a microbatch of {state['micro']}; a column: a rank;", class_="svg-label-soft"),
+        svg.text(0, 69, "a row: an accumulation step", class_="svg-label-soft"),
     ]
     for c in range(cols):  # a column of microbatches per rank, in the rank's colour
         colour, opacity = _rank_colour(c)
@@ -153,9 +157,10 @@ def _audit(dataset, dp, epochs, variant):
 
 def render(state):
     batch = sampler.global_batch_samples(state["micro"], state["accum"], state["dp"])
+    steps = sampler.steps_per_epoch(state["dataset"], state["micro"], state["accum"], state["dp"])
     audit = _audit(state["dataset"], state["dp"], state["epochs"], state["variant"])
     parts = []
-    bottom = _batch_grid(parts, state, batch)
+    bottom = _batch_grid(parts, state, batch, steps)
     bottom = _strips(parts, state, audit, bottom)
     height = _dashboard(parts, state, audit, batch, bottom)
     drawing = svg.document(WIDTH, height, parts, class_="svg-compact",
@@ -169,12 +174,22 @@ def render(state):
         Readout("repeated_epochs", "epochs repeating an order", fmt.count(audit.repeated_epochs),
                 audit.repeated_epochs),
         Readout("draws", "samples drawn", fmt.count(audit.draws), audit.draws),
+        Readout("steps_per_epoch", "optimizer steps per epoch", fmt.decimal(steps, 3) if steps >= 1 else
+                f"{fmt.decimal(steps, 3)}: one step spans {fmt.decimal(1 / steps)} epochs", steps,
+                None if steps >= 1 else "warn"),
     )
-    note = ("With one epoch shown, an epoch that repeats the one before cannot show: show two or more."
-            if state["variant"] == "epoch_not_set" and state["epochs"] == 1 else "")
+    notes = []
+    if steps < 1:
+        notes.append(f"One step of {fmt.count(batch)} samples draws more than the {state['dataset']}-sample dataset: "
+                     f"it spans {fmt.decimal(1 / steps)} epochs, so every sample is in it more than once. Real datasets "
+                     "hold millions of steps' worth.")
+    if state["variant"] == "epoch_not_set" and state["epochs"] == 1:
+        notes.append("With one epoch shown, an epoch that repeats the one before cannot show: show two or more.")
+    note = " ".join(notes)
     alt = (
         f"A grid of {state['dp']} ranks by {state['accum']} accumulation steps of {state['micro']}-sample microbatches: "
-        f"{fmt.count(batch)} samples per optimizer step. Below, {state['epochs']} strip(s) of {state['dataset']} samples "
+        f"{fmt.count(batch)} samples per optimizer step, {fmt.decimal(steps, 3)} steps per epoch. Below, "
+        f"{state['epochs']} strip(s) of {state['dataset']} samples "
         f"drawn by the {VARIANT_LABELS[state['variant']]} sampler: {fmt.percent(audit.unique_fraction)} of the "
         f"{fmt.count(audit.draws)} draws are distinct within their epoch, {fmt.count(audit.duplicated_samples)} repeat a "
         f"sample, {fmt.count(audit.missing_samples)} sample slots go undrawn and {audit.repeated_epochs} epoch(s) repeat "

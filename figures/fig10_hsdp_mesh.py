@@ -38,6 +38,11 @@ def constrain(state):
     return state
 
 
+def limits(state):
+    """The shard slider's range: up to the world."""
+    return {"shard": state["N"]}
+
+
 @lru_cache(maxsize=256)
 def _step(params, world, shard, gpus, intra, inter):
     inside, across = hardware.link(intra), hardware.link(inter)

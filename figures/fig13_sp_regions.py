@@ -38,6 +38,11 @@ def constrain(state):
     return state
 
 
+def limits(state):
+    """The heads slider's range: the most heads that divide h; t's: the largest degree dividing a."""
+    return {"a": max(a for a in HEADS if state["h"] % a == 0), "t": max(t for t in TP_DEGREES if state["a"] % t == 0)}
+
+
 WIDTH, LEFT = 480, 6
 BOXES = (("LayerNorm", "sp", 80), ("entry", "pill", 86), ("{block}", "tp", 96), ("exit", "pill", 86),
          ("dropout + add", "sp", 96))

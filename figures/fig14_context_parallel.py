@@ -40,6 +40,11 @@ def constrain(state):
     return state
 
 
+def limits(state):
+    """The KV-heads slider's range: up to the query heads."""
+    return {"kv_heads": state["heads"]}
+
+
 WIDTH, LEFT, SIDE = 480, 6, 200
 
 

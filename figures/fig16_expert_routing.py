@@ -43,6 +43,11 @@ def constrain(state):
     return {**state, "k": min(state["k"], state["E"]), "ep": min(state["ep"], state["E"])}
 
 
+def limits(state):
+    """The k and EP sliders' ranges: up to the experts."""
+    return {"k": state["E"], "ep": state["E"]}
+
+
 WIDTH, MARGIN = 720, 8
 MAX_DRAWN_EXPERTS = 64  # beyond this a column is under 10 px: draw experts 0-63, count them all
 PITCH, DOT = 4, 3  # a token dot and its spacing, px

@@ -48,6 +48,14 @@ def constrain(state):
     return state
 
 
+def limits(state):
+    """What ``constrain`` lets each slider reach from here: DP and PP up to what 4,096 GPUs hold
+    (TP and CP may always grow: the others give way), EP up to DP x CP, the rank to the last one."""
+    model = state["tp"] * state["cp"] * state["pp"]
+    return {"dp": MAX_WORLD // model, "pp": MAX_WORLD // (state["tp"] * state["cp"]),
+            "ep": state["dp"] * state["cp"], "rank": model * state["dp"] - 1}
+
+
 @lru_cache(maxsize=64)
 def _crosses(mesh, axis):  # per mesh: moving the rank or the highlighted axis recomputes nothing
     return axis_crosses_node(mesh, axis)
@@ -87,13 +95,13 @@ def _layout(count, g):
     return pitch, cols, per_row
 
 
-def _grid(nodes, g, world, pitch, cols, per_row):
+def _grid(nodes, g, world, pitch, cols, per_row, top=TOP):
     """Where everything sits: {rank: top-left of its square}, the node boxes, and the squares as
     dashed segments, one per row of squares across a row of node boxes (a dash per square, the
     dash pattern skipping the gap between boxes). Only the world's last node may be part-filled."""
     box_w, rows_per_node = cols * pitch, math.ceil(g / cols)
     box_h = rows_per_node * pitch
-    place = [(LEFT + (i % per_row) * (box_w + 6), TOP + 12 + (i // per_row) * (box_h + 14)) for i in range(len(nodes))]
+    place = [(LEFT + (i % per_row) * (box_w + 6), top + 12 + (i // per_row) * (box_h + 14)) for i in range(len(nodes))]
     boxes = [(x - 1, y - 1, box_w + 2, box_h + 2) for x, y in place]
     cell = {node * g + local: (x + (local % cols) * pitch, y + (local // cols) * pitch)
             for node, (x, y) in zip(nodes, place) for local in range(min(g, world - node * g))}
@@ -119,11 +127,13 @@ def render(state):
     on_nodes = {a: nodes_of(members, g) for a, members in groups.items()}
     crosses = {a: _crosses(mesh, a) for a in GROUP_AXES}
     nodes = _nodes_to_draw(mesh, groups, rank, axis)
+    capped = len(nodes) < mesh.nodes
+    top = TOP + 16 * capped  # a capped drawing says so on a line of its own
     pitch, cols, per_row = _layout(len(nodes), g)
-    cell, boxes, squares = _grid(nodes, g, world, pitch, cols, per_row)
+    cell, boxes, squares = _grid(nodes, g, world, pitch, cols, per_row, top)
     drawn = {a: _drawn(members, cell) for a, members in groups.items()}  # each group's members on screen
     box_w, box_h = cols * pitch, math.ceil(g / cols) * pitch
-    bottom = TOP + 12 + math.ceil(len(nodes) / per_row) * (box_h + 14)
+    bottom = top + 12 + math.ceil(len(nodes) / per_row) * (box_h + 14)
     size, gap = pitch - 2, 6  # a square, and the gap between node boxes
     dashes = " ".join([f"{size - 2} {pitch - size + 2}"] * (cols - 1) + [f"{size - 2} {pitch - size + 2 + gap}"])
     runs = {a: _runs(members, g, cols) for a, members in drawn.items()}  # squares side by side: one dash each
@@ -161,7 +171,7 @@ def render(state):
         rows = {}
         for i, node in enumerate(nodes):
             rows.setdefault(i // per_row, []).append((LEFT + (i % per_row) * (box_w + gap) + box_w / 2, node))
-        parts.append(svg.numerals([([x for x, _ in row], TOP + 6 + r * (box_h + 14), tuple(n for _, n in row))
+        parts.append(svg.numerals([([x for x, _ in row], top + 6 + r * (box_h + 14), tuple(n for _, n in row))
                                    for r, row in rows.items()], height=6, class_="stroke-hbm", stroke_opacity=0.5,
                                   stroke_width=1.2))
     if pitch >= 24:  # rank numbers inside the squares
@@ -181,12 +191,16 @@ def render(state):
         (LEFT, 30, f"rank {rank} (outlined): its {LABELS[axis]} group is filled, its other groups are marked"),
         (LEFT, 46, "on an edge (TP top, CP right, DP bottom, PP left) or a diagonal (EP, expert DP)"),
     ], class_="svg-label"))
+    if capped:
+        parts.append(svg.text(LEFT, 62, f"Capped: {len(nodes)} of the {mesh.nodes:,} nodes drawn, rank {rank}'s and its "
+                                        "groups' (the table lists every member)", class_="svg-label svg-strong"))
     legend = [(LEFT + (i % 3) * 240, bottom + 12 + (i // 3) * 16, f"{LABELS[a]} groups of {mesh.degree(a)}: "
                + ("cross nodes" if crosses[a] else "stay inside nodes" if mesh.degree(a) > 1 else "off"))
               for i, a in enumerate(GROUP_AXES)]
     parts.append(svg.texts(legend, class_="svg-label"))
     drawing = svg.document(WIDTH, bottom + 36, parts, label=(
-        f"Grid of {len(cell)} of {world} ranks grouped by node, with rank {rank}'s {LABELS[axis]} group filled"))
+        f"Grid of {len(cell)} of {world} ranks grouped by node{' (capped)' if capped else ''}, with rank {rank}'s "
+        f"{LABELS[axis]} group filled"))
 
     home = mesh.node(rank)
     notes = []
@@ -226,6 +240,8 @@ def render(state):
         + f". Its {LABELS[axis]} group, ranks {named[axis]}, is highlighted and "
         + ("crosses nodes." if spans > 1 else "stays inside its node.")
         + " Axes whose groups cross nodes: " + (", ".join(LABELS[a] for a in GROUP_AXES if crosses[a]) or "none") + "."
+        + (f" The drawing is capped: it shows {len(nodes)} of the {mesh.nodes:,} nodes, rank {rank}'s and its "
+           "groups'." if capped else "")
     )
     return View(svg=drawing, readouts=readouts, note=" ".join(notes), alt=alt, html=table)
 

@@ -2,15 +2,18 @@
 first question that fails and the least communication-heavy axis that fixes it."""
 from figures import svg
 from figures.contract import Readout, Select, Slider, View
-from models import fmt, hardware, ladder, shapes, strategies
+from models import fmt, hardware, ladder, memory, shapes, strategies
+
+LEDGER = memory.OPTIMIZERS["adam_mixed"]  # the model state the ladder counts (ZeRO Sec. 3.1: 2 + 2 + 12 bytes)
 
 NUMBER = 19
 TITLE = "The decision tree"
 CAPTION = (
     "Each question is asked on one GPU, in order; the first that fails lights its branch, the fix "
     "that costs the least communication, and what to check after it. The number that decides each "
-    "branch is printed on it. The default, a 7.5B model on 64 A100s, cannot hold its 120 GB of model "
-    "state on one GPU. Try 1.7B, then raise the sequence to 128k, or the GPUs to 4,096."
+    f"branch is printed on it. Model state counts {LEDGER.bytes_per_param:g} bytes per parameter: bf16 weights and gradients, fp32 master "
+    "weights and Adam's two moments (no fp32 gradient copy). The default, a 7.5B model on 64 A100s, cannot hold its "
+    "120 GB of model state on one GPU. Try 1.7B, then raise the sequence to 128k, or the GPUs to 4,096."
 )
 
 CONTROLS = (
@@ -23,7 +26,7 @@ CONTROLS = (
 )
 
 QUESTION = {
-    "model_state": "Does the model state, 16 bytes a parameter, fit one GPU?",
+    "model_state": f"Does the model state, {LEDGER.bytes_per_param:g} bytes a parameter, fit one GPU?",
     "activations": "Do one microbatch's activations fit beside it?",
     "step_time": "Can data parallelism alone keep every GPU busy?",
     "context": "Is attention a small part of each layer?",
@@ -156,7 +159,7 @@ def render(state):
     readouts = (
         Readout("first_bottleneck", "fails first", BOTTLENECK[r.first_bottleneck], r.first_bottleneck),
         Readout("recommended_axis", "fix", AXIS_NAME[r.recommended_axis], r.recommended_axis, COLOUR[r.recommended_axis]),
-        Readout("model_state_bytes", "model state, unsharded", fmt.gigabytes(r.model_state_bytes), r.model_state_bytes, "params"),
+        Readout("model_state_bytes", f"model state, unsharded ({LEDGER.bytes_per_param:g} B per parameter)", fmt.gigabytes(r.model_state_bytes), r.model_state_bytes, "params"),
         Readout("activation_bytes", "activations, one microbatch", fmt.gigabytes(r.activation_bytes), r.activation_bytes, "activations"),
         Readout("hbm_bytes", "HBM per GPU", fmt.gigabytes(r.hbm_bytes), r.hbm_bytes, "hbm"),
         Readout("per_device_bytes", "per GPU after the fix", fmt.gigabytes(r.fix.per_device_bytes), r.fix.per_device_bytes),

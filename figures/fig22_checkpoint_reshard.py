@@ -14,8 +14,9 @@ CAPTION = (
     "Top: one optimizer tensor, its rows left to right, as the saving ranks wrote it (one file per writer, or one "
     "gathered file) and, below, as the restarted ranks need it; each line joins a new rank to a byte range it "
     "must read. Change the number of ranks at restart, then switch off the layout metadata and see which "
-    "restarts still work. Bottom: time to save the whole model (weights and Adam state, "
-    f"{checkpoint.checkpoint_bytes_per_param()} bytes per parameter) by one gathering writer or by every rank, "
+    "restarts still work. Bottom: time to save the whole model: bf16 weights, fp32 master weights and Adam's two "
+    f"moments, {checkpoint.checkpoint_bytes_per_param()} bytes per parameter (training holds 16: the checkpoint "
+    "leaves out the gradients, which the next step recomputes), by one gathering writer or by every rank, "
     f"on a file system that takes at most {FILESYSTEM_BYTES_PER_S / 1e9:g} GB/s in all."
 )
 
@@ -130,7 +131,8 @@ def _write_panel(state, top):
     y = lambda seconds: y0 + height - (math.log10(seconds) - decades[0]) / max(len(decades) - 1, 1) * height
     total = _write_time(state["params"], state["write_GBps"], "sharded", 1).total_bytes
     parts = [
-        svg.text(0, top + 12, f"Saving the whole model, {fmt.si_count(state['params'])} parameters ({fmt.gigabytes(total)})",
+        svg.text(0, top + 12, f"Saving the whole model, {fmt.si_count(state['params'])} parameters ({fmt.gigabytes(total)}: "
+                 f"{checkpoint.checkpoint_bytes_per_param()} B each, no gradients)",
                  class_="svg-label"),
         svg.segments([(LEFT, y(10.0 ** d), LEFT + span, y(10.0 ** d)) for d in decades], class_="svg-axis"),
         svg.texts(((LEFT - 8, y(10.0 ** d) + 4, fmt.duration(10.0 ** d)) for d in decades), class_="svg-label-soft",
@@ -174,7 +176,8 @@ def render(state):
         Readout("reads_total", "byte ranges read, all new ranks", str(total) if verdict.loadable else "none: no plan", total),
         Readout("max_reads_per_rank", "most ranges one rank reads", str(most) if verdict.loadable else "none", most),
         Readout("write_time_s", f"time to save ({state['mode']})", fmt.duration(write.total_s), write.total_s),
-        Readout("checkpoint_bytes", "checkpoint size", fmt.gigabytes(write.total_bytes), write.total_bytes),
+        Readout("checkpoint_bytes", f"checkpoint size ({checkpoint.checkpoint_bytes_per_param()} B per parameter: "
+                "weights and Adam state, no gradients)", fmt.gigabytes(write.total_bytes), write.total_bytes),
         Readout("largest_write_bytes", "largest write by one rank", fmt.gigabytes(write.peak_writer_bytes), write.peak_writer_bytes),
     )
     alt = (f"{label}. {verdict.reason[0].upper() + verdict.reason[1:]}. "

@@ -17,7 +17,7 @@ CAPTION = (
 
 POWERS_OF_TWO = tuple(2**k for k in range(18))
 CONTROLS = (
-    Slider("N", "World size N", stops=POWERS_OF_TWO[:15], default=1024, format=fmt.gpus),
+    Slider("N", "World size N", stops=POWERS_OF_TWO[:15], default=256, format=fmt.gpus),
     Slider("per_device_batch", "Samples per device (weak scaling)", stops=POWERS_OF_TWO[:7], default=2),
     Slider("global_batch", "Global batch (strong scaling)", stops=POWERS_OF_TWO[6:], default=1024, format=fmt.count, unit="samples"),
     Slider("b_noise", "Critical batch B_noise", stops=POWERS_OF_TWO[6:], default=2048, format=fmt.count, unit="samples"),
@@ -86,8 +86,8 @@ def render(state):
                 parts.append(svg.polyline([(_x(p.world_size), _y(_values(p)[key])) for p in run],
                                           class_=f"stroke-{colour} {dash}".strip(), stroke_width=2.5 if colour == "warn" else 2))
     # curve names at the right end, pushed apart so they never overlap
-    parts.append(svg.end_labels([(_y(_values(points[-1])[key]) + 4, label) for key, _, _, label in CURVES], right + 8,
-                                floor=H - BOTTOM + 8, class_="svg-label"))
+    parts.append(svg.end_labels([(_y(_values(points[-1])[key]) + 4, label) for key, _, _, label in CURVES], right + 14,
+                                gap=15, floor=H - BOTTOM, leaders_from=right + 2, class_="svg-label"))
     x = _x(state["N"])
     parts += [
         svg.segments([(x, TOP, x, H - BOTTOM)], class_="svg-ink", stroke_width=1),

@@ -9,7 +9,9 @@ NUMBER = 24
 TITLE = "How a distributed run hangs"
 CAPTION = (
     "Four ranks (2-way tensor × 2-way data parallel) on one clock: blue is compute, purple a collective moving data, "
-    "grey a rank waiting inside a collective for its peers, red a rank parked in a collective that can never complete. "
+    "grey a rank waiting inside a collective for its peers, red a rank parked in a collective that can never complete; "
+    "the red dot marks the rank at fault, where the fault strikes. The bar on top is the whole run: training until the "
+    "fault, then the time lost until the watchdog fires, so moving the fault's time rescales it. "
     "Pick a fault and watch who waits on whom (right) until the watchdog fires; below, what a flight-recorder dump "
     "would hold and what to grep for. Try a rank stuck in I/O with the timeout at 10 min, then at 1 h."
 )
@@ -25,10 +27,11 @@ CONTROLS = (
            default=3600, format=fmt.duration),
 )
 
-W, LEFT, RIGHT, TOP, ROW, BAR = 720, 62, 546, 46, 50, 18
+W, LEFT, RIGHT, TOP, ROW, BAR = 720, 62, 546, 82, 50, 18
 BOTTOM = TOP + 4 * ROW
+RUN_Y = 24  # the run's whole clock, from its start to the watchdog, above the step's lanes
 GAP_S, PAD_S, BREAK_PX, MIN_SEGMENT_PX = 8.0, 0.2, 34, 56  # idle stretches longer than GAP_S are cut
-NODES = {0: (604, 96), 1: (684, 96), 2: (604, 186), 3: (684, 186)}  # the 2 x 2 mesh, TP groups in rows
+NODES = {0: (604, TOP + 50), 1: (684, TOP + 50), 2: (604, TOP + 140), 3: (684, TOP + 140)}  # the 2 x 2 mesh, TP groups in rows
 OPS = {"allreduce": "AllReduce", "allgather": "AllGather"}
 
 
@@ -78,23 +81,43 @@ def render(state):
     axis = _axis(events)
     x = lambda when: _x(axis, min(when, end))  # noqa: E731
     waits = t.waits_at(end if t.watchdog_at_s is not None or t.fault_s is None else t.fault_s)
-    first = t.first_stuck
-    stopped = [r for r in t.records if first is not None and r.entered_s == first.entered_s and r.rank in t.blocked_ranks]
+    culprits = reliability.culprits(state["fault"])
     header = (f"{t.scenario.title}: a step {fmt.duration(t.step_start_s)} into the run" if t.fault_s is None else
-              f"{t.scenario.title}: fault {fmt.duration(t.fault_s)} into the run"
-              + ("" if first is None else f"; {_ranks([r.rank for r in stopped])} stop{'s' * (len(stopped) == 1)} first (red dot)"))
-    parts = [svg.text(6, 14, header, class_="svg-label"), *_lanes(t, x, end, waits, axis), *_time_axis(t, x, axis)]
+              f"{t.scenario.title}: the fault, on {_ranks(culprits)} (red dot), {fmt.duration(t.fault_s)} into the run")
+    parts = [svg.text(6, 14, header, class_="svg-label"), *_run(t, end), *_lanes(t, x, end, waits, axis),
+             *_time_axis(t, x, axis)]
     markers = [(t.fault_s, "fault", "svg-ink svg-dash")] if t.fault_s is not None else []
-    if first is not None:
+    if t.first_stuck is not None:
         markers.append((t.watchdog_at_s, "watchdog fires", "stroke-warn"))
-        parts.append(svg.circles([(x(r.entered_s), TOP + r.rank * ROW + BAR / 2, 4) for r in stopped], class_="fill-warn"))
-    for when, name, style in markers:
-        parts += [svg.segments([(x(when), TOP - 8, x(when), BOTTOM)], class_=style, stroke_width=2),
+    for when, name, style in markers:  # through the lanes, never across the words under them
+        lines = [(x(when), TOP - 8, x(when), TOP)] + [(x(when), TOP + r * ROW - 3, x(when), TOP + r * ROW + BAR + 3)
+                                                        for r in range(4)] + [(x(when), BOTTOM - 4, x(when), BOTTOM)]
+        parts += [svg.segments(lines, class_=style, stroke_width=2),
                   svg.text(x(when), TOP - 12, name, class_="svg-label", text_anchor="middle")]
+    if t.fault_s is not None:  # the rank at fault, where the fault strikes: the same meaning for every fault
+        parts.append(svg.circles([(x(t.fault_s), TOP + r * ROW + BAR / 2, 4.5) for r in culprits], class_="fill-warn"))
     parts += _graph(t, waits)
     drawing = svg.document(W, BOTTOM + 48, parts, label=f"Four ranks on a timeline: {t.scenario.title}")
-    return View(svg=drawing, readouts=_readouts(t), alt=_alt(t, waits), html=_dump(t, end),
+    return View(svg=drawing, readouts=_readouts(t), alt=_alt(t, waits, culprits, end), html=_dump(t, end),
                 note=t.scenario.description.replace("`", ""))
+
+
+def _run(t, end):
+    """The run's whole clock, from its start to the watchdog (or the step's end): training until the
+    fault, then the GPUs waiting (red once nothing can complete), so the fault's time moves it."""
+    scale = (RIGHT - LEFT) / end
+    fault = t.fault_s if t.fault_s is not None else end
+    lost = max(3.0, (end - fault) * scale) if end > fault else 0.0
+    after = {"hang": "with nothing able to complete until the watchdog fires",
+             "watchdog": "of waiting until the watchdog fires (the step would have finished)",
+             "completed": "of waiting, then the step completes"}[t.report.status]
+    caption = (f"the run so far: {fmt.duration(fault)} of training, then {fmt.duration(end - fault)} {after}"
+               if t.fault_s is not None else f"the run so far: {fmt.duration(fault)} of training, and this step completes")
+    return [svg.text(6, RUN_Y + 8, "run", class_="svg-label"),
+            svg.boxes([(LEFT, RUN_Y, RIGHT - LEFT - lost, 9)], class_="fill-forward"),
+            svg.boxes([(RIGHT - lost, RUN_Y, lost, 9)] if lost else [],
+                      class_="fill-warn" if t.watchdog_at_s is not None else "fill-idle"),
+            svg.text(LEFT, RUN_Y + 24, caption, class_="svg-label-soft")]
 
 
 def _lanes(t, x, end, waits, axis):
@@ -128,9 +151,12 @@ def _lanes(t, x, end, waits, axis):
         else:
             text = "inside no collective: busy in its own code (I/O, compute, a loop)"
         labels.append((LEFT, TOP + rank * ROW + BAR + 14, text))
-    for (_, _, _, x1), (_, _, x0, _) in zip(axis, axis[1:]):  # the cuts in time
-        parts += [svg.boxes([(x1 + 6, TOP - 2, x0 - x1 - 12, BOTTOM - TOP)], class_="svg-panel-fill"),
-                  svg.segments([(x1 + 9, BOTTOM + 4, x1 + 15, TOP - 6), (x0 - 15, BOTTOM + 4, x0 - 9, TOP - 6)], class_="svg-ink")]
+    for (_, _, _, x1), (_, _, x0, _) in zip(axis, axis[1:]):  # the cuts in time: on each lane and the axis
+        rows = [TOP + r * ROW for r in range(4)]
+        parts += [svg.boxes([(x1 + 6, y - 2, x0 - x1 - 12, BAR + 4) for y in rows] + [(x1 + 6, BOTTOM - 2, x0 - x1 - 12, 4)],
+                            class_="svg-panel-fill"),
+                  svg.segments([(a, y + BAR + 3, a + 6, y - 3) for y in rows for a in (x1 + 9, x0 - 15)]
+                               + [(a, BOTTOM + 4, a + 6, BOTTOM - 4) for a in (x1 + 9, x0 - 15)], class_="svg-ink")]
     return parts + [svg.texts(labels, class_="svg-label-soft svg-halo")]
 
 
@@ -161,7 +187,8 @@ def _graph(t, waits):
     gone = [r for r in range(4) if r in t.dead_at_s]
     return [
         svg.text(644, TOP - 12, "who waits on whom", class_="svg-label", text_anchor="middle"),
-        svg.texts(((568, 100, "tp0"), (568, 190, "tp1"), (604, 226, "dp0"), (684, 226, "dp1")), class_="svg-label-soft", text_anchor="middle"),
+        svg.texts(((568, NODES[0][1] + 4, "tp0"), (568, NODES[2][1] + 4, "tp1"), (NODES[2][0], NODES[2][1] + 40, "dp0"),
+                   (NODES[3][0], NODES[3][1] + 40, "dp1")), class_="svg-label-soft", text_anchor="middle"),
         svg.circles([(*NODES[r], 17) for r in range(4) if r not in gone], class_="svg-lane"),
         svg.circles([(*NODES[r], 17) for r in gone], class_="svg-lane stroke-warn svg-dash"),
         svg.segments([(NODES[r][0] + dx, NODES[r][1] - 12, NODES[r][0] - dx, NODES[r][1] + 12) for r in gone for dx in (-12, 12)],
@@ -188,12 +215,14 @@ def _readouts(t):
     )
 
 
-def _alt(t, waits):
+def _alt(t, waits, culprits, end):
     who = "; ".join(f"rank {w} waits on rank {m}" for w, m in sorted(set(waits))) or "no rank waits"
     fired = ("the watchdog never fires" if t.watchdog_at_s is None else
              f"the watchdog fires {fmt.duration(t.detected_after_s)} after the fault, on rank {t.first_stuck.rank}")
+    at = ("" if t.fault_s is None else f" The fault is on {_ranks(culprits)} (red dot), {fmt.duration(t.fault_s)} into "
+          f"a run whose clock is drawn on top, {fmt.duration(end - t.fault_s)} of it after the fault.")
     return (f"Timeline of four ranks for {t.scenario.title.lower()} with a {fmt.duration(t.timeout_s)} timeout: "
-            f"{len(t.blocked_ranks)} ranks blocked, {who}; {fired}.")
+            f"{len(t.blocked_ranks)} ranks blocked, {who}; {fired}.{at}")
 
 
 def _dump(t, end):

@@ -241,14 +241,23 @@ def _arrow_head(x, y, dx, dy, head):
             f"L{back_x + uy * head * 0.5:.2f} {back_y - ux * head * 0.5:.2f}")
 
 
-def end_labels(items, x, *, gap=14.0, floor=None, **attributes):
+def end_labels(items, x, *, gap=14.0, floor=None, leaders_from=None, **attributes):
     """Labels ``(y, text)`` at ``x`` (the right ends of a chart's curves), moved apart so that no two
-    are closer than ``gap`` and, if ``floor`` is given, none sits below it."""
+    are closer than ``gap`` and, if ``floor`` is given, none sits below it. With ``leaders_from``
+    (the x where the curves end), a label moved off its curve's end is joined to it by a thin line
+    (class ``svg-axis``), so labels stacked where curves meet still say which is which."""
     placed = []
-    for y, content in sorted(items):
-        placed.append((max(y, placed[-1][0] + gap) if placed else y, content))
-    lift = max(0.0, placed[-1][0] - floor) if placed and floor is not None else 0.0
-    return texts(((x, y - lift, content) for y, content in placed), **attributes)
+    for y, content in sorted(items):  # down: each at least `gap` below the one above
+        placed.append([max(y, placed[-1][0] + gap) if placed else y, content, y])
+    if placed and floor is not None:  # up from the floor: only the labels that must move do
+        placed[-1][0] = min(placed[-1][0], floor)
+        for above, below in zip(placed[-2::-1], placed[:0:-1]):
+            above[0] = min(above[0], below[0] - gap)
+    labels = texts(((x, y, content) for y, content, _ in placed), **attributes)
+    if leaders_from is None:
+        return labels
+    moved = [(leaders_from, wanted - 4, x - 3, y - 4) for y, _, wanted in placed if abs(y - wanted) > 2]
+    return labels + (segments(moved, class_="svg-axis") if moved else "")
 def hit_areas(items, **attributes):
     """Clickable rectangles over a drawing, one ``<rect>`` each: ``items`` are
     ``(x, y, width, height, data_set)`` or ``(x, y, width, height, data_set, label)``.
@@ -301,6 +310,17 @@ def arcs(items, *, head=5.0, **attributes):
     for x1, x2, y, height in items:
         mx, cy = (x1 + x2) / 2, y - 2 * height  # control point: the curve peaks at y - height
         data.append(f"M{x1:.2f} {y:.2f}Q{mx:.2f} {cy:.2f} {x2:.2f} {y:.2f}" + _arrow_head(x2, y, x2 - mx, y - cy, head))
+    return _path("".join(data), fill="none", **attributes)
+def bows(items, *, bend=0.2, head=5.0, **attributes):
+    """Arrows from ``(x1, y1)`` to ``(x2, y2)`` (items ``(x1, y1, x2, y2)``) curving to the left
+    of their direction by ``bend`` times their length, head at the second point, as ONE
+    ``<path>``: two arrows between the same points in opposite directions, or arrows along
+    one line (an All-to-All's pairwise swaps), stay apart instead of drawing one line."""
+    data = []
+    for x1, y1, x2, y2 in items:
+        dx, dy = x2 - x1, y2 - y1
+        cx, cy = (x1 + x2) / 2 + 2 * bend * dy, (y1 + y2) / 2 - 2 * bend * dx  # the curve peaks bend x length off
+        data.append(f"M{x1:.2f} {y1:.2f}Q{cx:.2f} {cy:.2f} {x2:.2f} {y2:.2f}" + _arrow_head(x2, y2, x2 - cx, y2 - cy, head))
     return _path("".join(data), fill="none", **attributes)
 def spans(pairs, *, y, height, **attributes):
     """Bars on ONE row, ``pairs`` a flat sequence ``x0, x1, x0, x1, ...`` in pixels, as one

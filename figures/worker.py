@@ -9,7 +9,8 @@ JSON text, an *answer*::
     {"number": 15, "errors": {key: message}, "view": {...} | null, "error": text | null}
 
 where ``view`` holds everything a state paints: the validated ``state``, its URL
-``fragment``, every control's position and shown text, the SVG, the Plotly spec, the
+``fragment``, every control's position and shown text, the ``max`` of each slider whose
+range the state narrows (``Figure.slider_limits``), the SVG, the Plotly spec, the
 readouts (markup, and per-readout slots so the page rewrites only changed numbers),
 note, text alternative and HTML block. ``error`` is set when the figure's render
 raised: the page shows it in that figure only.
@@ -165,6 +166,7 @@ class FigureSession:
             "key": self.readings_key(state),
             "fragment": encode_state(self.figure, state),
             "controls": self.control_positions(state),
+            "limits": self.figure.slider_limits(state),  # a constrained slider's max in this state
             "svg": view.svg,
             "plot": view.plot,
             "readoutsHtml": "".join(r.html() for r in view.readouts),

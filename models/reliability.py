@@ -698,6 +698,17 @@ HANG_PRESETS["io_stall"] = HangScenario(
         if r == 2 else tuple(_healthy(r)) for r in _WORLD
     ),
 )
+def culprits(name):
+    """The ranks at fault in a preset: those whose program departs from the healthy step's, that
+    die, or that run slow (the ranks a hang's victims end up waiting on); () when healthy."""
+    scenario, healthy = hang_preset(name), HANG_PRESETS["healthy"].programs
+    return tuple(r for r in _WORLD if scenario.programs[r] != healthy[r] or r in scenario.dead_ranks
+                 or r in scenario.slowdown)
+
+
+__all__ += ["culprits"]
+
+
 # The mesh's process groups by their ranks, named as a launcher would name them.
 GROUP_NAMES = {_WORLD: "world", (0, 1): "tp0", (2, 3): "tp1", (0, 2): "dp0", (1, 3): "dp1"}
 

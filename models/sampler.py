@@ -164,6 +164,14 @@ def global_batch_samples(micro_batch, accumulation_steps, data_parallel):
     return micro_batch * accumulation_steps * data_parallel
 
 
+def steps_per_epoch(dataset_len, micro_batch, accumulation_steps, data_parallel):
+    """Optimizer steps in one epoch: each rank's share of the epoch (``samples_per_rank``, the
+    DistributedSampler's ceil(len / R)) over what it draws per step, b_micro x A. Below 1, one
+    step draws more than the whole dataset (1 / this many epochs per step)."""
+    per_step = positive_int("micro_batch", micro_batch) * positive_int("accumulation_steps", accumulation_steps)
+    return samples_per_rank(dataset_len, data_parallel) / per_step
+
+
 @dataclass(frozen=True)
 class EpochStrip:
     """One epoch of the dataset as a strip of sample indices (Figure 04)."""

@@ -42,45 +42,68 @@ are unused). HSDP shards in groups of 8 data ranks. EP takes up to 8 of the D x 
 Rank order tp, cp, dp, pp fastest first (``mesh.Mesh`` defaults); a group whose ranks span
 more than one node of 8 uses the network ``link``, otherwise the GPU's scale-up link.
 
+Memory (``StepMemory``, does it fit?): the ZeRO ledger of the first stage's layers on one TP
+rank, 16 bytes per parameter (bf16 weights and gradients, fp32 master weights and two Adam
+moments: ZeRO Sec. 3.1, K = 12), divided by the FSDP shard group as ZeRO-3 with one
+prefetched layer gathered (``memory.fsdp_peak_memory``); plus activations, Korthikanti et
+al. 2022 Table 2 without recomputation (the step runs no recompute) and with
+FlashAttention (no s x s scores), for the microbatches in flight on the first stage (1F1B:
+up to P) or the replica's whole batch without PP, each rank holding s/C tokens. EP keeps
+the dense model's weights per rank (its experts are not counted apart).
+
 Compute runs at ``COMPUTE_EFFICIENCY`` of the GPU's dense BF16 peak. The optimizer step is
 memory-bound: ``OPTIMIZER_BYTES_PER_PARAM`` bytes of HBM traffic per parameter it updates.
 
-Aggregation: without PP the step is one forward and one backward of ``BATCH_SEQUENCES``
-sequences; with PP it is that many microbatches of one sequence, and the timeline shows
-each layer's work summed over the microbatches (its collectives are per microbatch, so
-every per-call cost is multiplied by m). With PP the gradients are complete only in the
+The batch: every layout runs the same global batch of ``global_batch`` sequences per
+optimizer step, so switching an axis on or off changes how the same work is shared, never
+how much work there is. Each of the D data-parallel replicas takes ceil(global_batch / D)
+sequences (the busiest one sets the step; ``StepTimeline.uneven`` when they do not split
+evenly). Without PP a replica runs them as one forward and one backward; with PP as
+microbatches of one sequence, or of the fewest sequences (a power of two) that keep them
+to ``MAX_MICROBATCHES`` (as Megatron-LM's num_microbatches = batch / (micro batch x DP)), and the timeline shows each layer's work summed over
+the microbatches (its collectives are per microbatch, so every per-call cost is
+multiplied by m). With PP the gradients are complete only in the
 last microbatch's backward (gradient accumulation), so DP buckets and ReduceScatters fire
 within the final 1/m of the backward pass.
 
 What it does not model
 ----------------------
 Contention between collectives sharing a NIC or SMs (see ``overlap.overlap_step``),
-embedding and output layers, uneven pipeline stages, the interleaved schedule, load
-imbalance between experts, causal-mask savings in attention, or memory.
+embedding and output layers (in time or memory), uneven pipeline stages, the interleaved
+schedule, load imbalance between experts, causal-mask savings in attention, or memory
+fragmentation and communication buffers.
 """
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from models import collectives, context, experts, hardware, memory, overlap, pipeline
+from models import activations, collectives, context, experts, hardware, memory, overlap, pipeline
 from models._validate import at_most, choice, positive_int
 from models.ddp import assign_buckets
 from models.hsdp import INTER_NODE, INTRA_NODE, NO_FABRIC
 from models.shapes import shape_for
 
-__all__ = ["AXES", "Layout", "Bar", "AxisTraffic", "StepTimeline", "layout", "step_timeline",
-           "BATCH_SEQUENCES", "COMPUTE_EFFICIENCY", "OPTIMIZER_BYTES_PER_PARAM"]
+__all__ = ["AXES", "Layout", "Bar", "AxisTraffic", "StepMemory", "StepTimeline", "layout", "step_memory",
+           "step_timeline", "GLOBAL_BATCH_SEQUENCES", "COMPUTE_EFFICIENCY", "OPTIMIZER_BYTES_PER_PARAM",
+           "MODEL_STATE_BYTES_PER_PARAM"]
 
 AXES = ("dp", "fsdp", "tp", "pp", "cp", "ep")
 PREFERRED_DEGREE = {"tp": 8, "cp": 2, "pp": 8, "ep": 8}
 HSDP_SHARD_GROUP = 8
-BATCH_SEQUENCES = 32  # sequences per model replica per step; with PP, microbatches of one
+# Sequences per optimizer step, the same for every layout: 3,072 is the global batch of the
+# 1T model of Narayanan et al. 2021 Table 1, and splits evenly over every data-parallel degree
+# 1,536 GPUs give here (24 replicas: 128 each; DP alone: 2 each).
+GLOBAL_BATCH_SEQUENCES = 3072
+MAX_GLOBAL_BATCH = 2**24
+MAX_MICROBATCHES = 256  # per replica and step with PP; more and the microbatch grows
 # Megatron-LM reached 44-52% of A100 peak end to end (Narayanan et al. 2021 Table 1).
 COMPUTE_EFFICIENCY = 0.5
 # Adam reads and writes the fp32 weight and both moments (12 + 12 bytes), reads the bf16
 # gradient and writes the bf16 weight (2 + 2): ZeRO Sec. 3.1's 2 + 2 + K bytes, K = 12.
 OPTIMIZER_BYTES_PER_PARAM = memory.optimizer_step_traffic_bytes(param_bytes=2, grad_bytes=2, optimizer_bytes=12)
+# The ledger it updates: bf16 weight and gradient, fp32 master weight, momentum, variance (ZeRO Sec. 3.1).
+MODEL_STATE_BYTES_PER_PARAM = memory.OPTIMIZERS["adam_mixed"].bytes_per_param
 BYTES_PER_ELEMENT = 2  # bf16 activations, weights and gradients
 MAX_GPUS = 2**20
 
@@ -177,6 +200,20 @@ class AxisTraffic:
 
 
 @dataclass(frozen=True)
+class StepMemory:
+    """Bytes one GPU of the first pipeline stage holds at its peak (module docstring: "Memory")."""
+
+    model_state_bytes: float  # weights, gradients, optimizer state (FSDP: shard + gathered layers)
+    activation_bytes: float  # kept for backward, all microbatches in flight
+    total_bytes: float
+    hbm_bytes: float  # the GPU's memory
+
+    @property
+    def fits(self):
+        return self.total_bytes <= self.hbm_bytes
+
+
+@dataclass(frozen=True)
 class StepTimeline:
     layout: Layout
     layers: int  # on this device (the first pipeline stage)
@@ -191,6 +228,20 @@ class StepTimeline:
     hidden_comm_s: float
     axes: tuple  # AxisTraffic of each enabled axis with a group > 1, in AXES order
     spans: tuple  # (((lane, kind), ((start_s, end_s), ...)), ...): see ``Bar``
+    global_batch: int  # sequences per optimizer step, over all replicas
+    replica_sequences: int  # sequences of the busiest data-parallel replica
+    memory: StepMemory
+
+    @property
+    def uneven(self):
+        """The global batch does not split evenly over the data-parallel replicas (some get
+        one sequence fewer, or none)."""
+        return self.global_batch % self.layout.data != 0
+
+    @property
+    def idle_replicas(self):
+        """Replicas left without a sequence (a global batch smaller than the replicas)."""
+        return max(0, self.layout.data - self.global_batch)
 
     def stretches(self, lane, kind):
         """The (start_s, end_s) pairs of one lane and kind, in the order they were recorded."""
@@ -277,17 +328,58 @@ def _time(op, nbytes, ranks, link):
     return collectives.time_s(op, nbytes, ranks, alpha_s=link.alpha_s, bandwidth_bytes_per_s=link.bandwidth_bytes_per_s)
 
 
+def _replica_sequences(global_batch, lay):
+    global_batch = positive_int("global_batch", global_batch)
+    at_most("global_batch", global_batch, MAX_GLOBAL_BATCH)
+    return -(-global_batch // lay.data)  # the busiest replica's share
+
+
+def _microbatching(n, p):
+    """(microbatches m, sequences per microbatch b) for n sequences on p stages: without PP
+    one pass of all n; with PP microbatches of b = 1, 2, 4, ... sequences, m <= MAX_MICROBATCHES."""
+    if p == 1:
+        return 1, n
+    b = 1
+    while -(-n // b) > MAX_MICROBATCHES:
+        b *= 2
+    return -(-n // b), b
+
+
+def step_memory(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES, gpu="h100_sxm", gpus_per_node=8):
+    """Peak bytes on one GPU of the first stage and whether they fit (module docstring: "Memory")."""
+    shape = shape_for(params)
+    spec = hardware.gpu(gpu)
+    lay = layout(gpus, enabled, gpus_per_node=gpus_per_node)
+    n = _replica_sequences(global_batch, lay)
+    t, c, p = lay.tp, lay.cp, lay.pp
+    layers = -(-shape.layers // p)
+    unit = shape.layer_params / t  # one layer's weights on a TP rank
+    local = layers * unit
+    if lay.shard > 1:  # ZeRO-3 inside the shard group; with PP every layer stays gathered until backward
+        states = memory.fsdp_peak_memory(local, lay.shard, unit, prefetch=True, reshard_after_forward=p == 1).peak_bytes
+    else:
+        states = memory.model_states(local, 1, 0).total_bytes  # MODEL_STATE_BYTES_PER_PARAM x local
+    m, micro_batch = _microbatching(n, p)
+    in_flight = min(p, m) if p > 1 else 1
+    per_layer = activations.per_layer_bytes(shape.seq // c, micro_batch, shape.hidden, shape.heads, tp=t,
+                                            flash_attention=True)
+    kept = per_layer * layers * in_flight
+    return StepMemory(states, kept, states + kept, spec.hbm_bytes)
+
+
 @lru_cache(maxsize=64)
-def step_timeline(params, gpus, enabled, *, link="ib_ndr", gpu="h100_sxm", gpus_per_node=8):
-    """One device's step with ``enabled`` axes (a frozenset or tuple of ``AXES``); see the
-    module docstring. ``link`` is the network between nodes (``hardware.LINKS``); inside a
-    node collectives use the GPU's scale-up link."""
+def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES, link="ib_ndr", gpu="h100_sxm",
+                  gpus_per_node=8):
+    """One device's step with ``enabled`` axes (a frozenset or tuple of ``AXES``) for a global
+    batch of ``global_batch`` sequences; see the module docstring. ``link`` is the network
+    between nodes (``hardware.LINKS``); inside a node collectives use the GPU's scale-up link."""
     shape = shape_for(params)
     spec = hardware.gpu(gpu)
     network = hardware.link(link)
     scale_up = hardware.link(spec.scale_up_link)
     lay = layout(gpus, enabled, gpus_per_node=gpus_per_node)
     fabric = dict(lay.fabric)
+    n = _replica_sequences(global_batch, lay)
 
     def over(axis):
         return network if fabric[axis] == INTER_NODE else scale_up
@@ -295,8 +387,7 @@ def step_timeline(params, gpus, enabled, *, link="ib_ndr", gpu="h100_sxm", gpus_
     t, c, p = lay.tp, lay.cp, lay.pp
     s, h = shape.seq, shape.hidden
     layers = -(-shape.layers // p)  # the first stage holds the most
-    m = BATCH_SEQUENCES if p > 1 else 1  # calls per layer slot (microbatches)
-    b = 1 if p > 1 else BATCH_SEQUENCES  # sequences per call
+    m, b = _microbatching(n, p)  # calls per layer slot (microbatches), sequences per call
     rate = spec.peak_bf16_dense_flops_per_s * COMPUTE_EFFICIENCY
     tokens = b * (s // c)  # this rank's tokens per call
 
@@ -470,4 +561,6 @@ def step_timeline(params, gpus, enabled, *, link="ib_ndr", gpu="h100_sxm", gpus_
         lay, layers, m, 3 * layers * (qkv + core + proj + mlp), forward_end, backward_done - backward_begin,
         bubble_s, optimizer_s, clock.now, exposed_total, math.fsum(a.hidden_s for a in traffic),
         tuple(traffic), tuple((key, tuple(pairs)) for key, pairs in clock.spans.items()),
+        global_batch, n, step_memory(params, gpus, enabled, global_batch=global_batch, gpu=gpu,
+                                     gpus_per_node=gpus_per_node),
     )

@@ -93,6 +93,15 @@ def test_every_figure_is_baked_in_with_its_default_view(built):
             assert f'data-key="{readout.key}"' in html
 
 
+def test_a_constrained_sliders_baked_max_is_its_default_states(built):
+    """Figure 17's rank slider ends at the default world's last rank (511), Figure 01's at
+    rank 15 (2 nodes of 8): the page without Python has no dead stretch either."""
+    html = (built / "index.html").read_text()
+    for anchor, key, max_ in (("fig-17", "rank", "511"), ("fig-01", "rank", "15"), ("fig-17", "dp", "6")):
+        tag = re.search(rf'<input type="range" id="{anchor}-{key}"[^>]*>', html).group(0)
+        assert f'max="{max_}"' in tag, tag
+
+
 def test_large_assets_have_compressed_copies_of_the_same_bytes(built):
     import brotli
 

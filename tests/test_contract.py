@@ -73,3 +73,19 @@ def test_html_blocks_escape_every_text():
     block = html.join(html.table(["a<b"], [["x & y"]], caption="é"), html.code("--tp 8 <x>", label="args"))
     assert "a&lt;b" in block and "x &amp; y" in block and "&#233;" in block and "&lt;x&gt;" in block
     assert block.isascii() and "data-copy" in block
+
+
+def test_a_figure_gives_a_constrained_sliders_max_for_each_state():
+    """``limits`` (module-level, optional) narrows a slider's range per state; the page gets
+    it as the input's max: a position (the stop's index for a slider with stops)."""
+    controls = (Slider("nodes", "Nodes", stops=(1, 2, 4, 8), default=2), Slider("tp", "TP", stops=(1, 2, 4, 8), default=2),
+                Slider("rank", "Rank", min=0, max=31, default=3))
+    figure = Figure(number=99, slug="test", title="t", caption="c", controls=controls, render=lambda state: View(),
+                    constrain=lambda s: {**s, "tp": min(s["tp"], s["nodes"]), "rank": min(s["rank"], 4 * s["nodes"] - 1)},
+                    limits=lambda s: {"tp": s["nodes"], "rank": 4 * s["nodes"] - 1})
+    assert figure.slider_limits({"nodes": 2, "tp": 1, "rank": 0}) == {"tp": "1", "rank": "7"}  # tp stop 2 is index 1
+    assert figure.slider_limits({"nodes": 8, "tp": 1, "rank": 0}) == {"tp": "3", "rank": "31"}
+    assert _figure().slider_limits(_figure().default_state()) == {}  # no limits: the sliders' own ranges
+    stops, linear = controls[0], Slider("f", "f", min=0, max=1, step=0.25, default=0)
+    assert [stops.highest_at_most(v) for v in (0.5, 1, 3, 100)] == [1, 1, 2, 8]
+    assert [linear.highest_at_most(v) for v in (-1, 0.6, 0.75, 7)] == [0, 0.5, 0.75, 1]

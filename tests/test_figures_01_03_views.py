@@ -175,8 +175,48 @@ def test_figure_03_step_stops_at_the_drawn_algorithms_end_and_says_when_it_draws
     assert figure.press("next", figure.validate_state({"step": 14})) == figure.validate_state({"step": 0})
     assert figure.press("next", figure.default_state())["step"] == 8
     v = view(3, N=64)
-    assert "draws 8 ranks; at N = 64 the same algorithm takes 126 steps" in v.note
+    assert "capped at 8 ranks; at N = 64 the same algorithm takes 126 steps" in v.note
     assert "Bruck" in view(3, op="alltoall", algo="tree").note
+
+
+def _svg_texts(v):
+    return [(float(t.get("x")), t.text, t.get("class"), t.get("text-anchor", "start"))
+            for t in ET.fromstring(v.svg).iter(f"{SVG}text")]
+
+
+def test_figure_03_a_capped_drawing_says_so_in_the_drawing_and_its_text():
+    """At N = 1,024 the step-through draws 8 ranks: it said "over 8 ranks" and nothing else.
+    Its drawing, text alternative and label now say it is capped and what N takes."""
+    v = view(3, N=1024)
+    texts = [text for _, text, _, _ in _svg_texts(v)]
+    assert "Capped: drawn on 8 ranks; at N = 1,024 the same algorithm takes 2,046 steps (priced below)" in texts
+    assert "capped at 8 ranks: at N = 1,024 the same algorithm takes 2,046 steps" in v.alt
+    assert "capped: N = 1,024 is drawn on 8" in ET.fromstring(v.svg).get("aria-label")
+    assert not any("Capped" in text for _, text, _, _ in _svg_texts(view(3, N=8))) and "capped" not in view(3).alt
+
+
+@pytest.mark.parametrize("changes", [{"step": 0}, {"step": 7}, {"op": "alltoall", "step": 1}, {"N": 1024},
+                                     {"op": "reducescatter", "algo": "tree", "step": 1, "N": 512}])
+def test_figure_03_no_label_runs_off_the_drawing(changes):
+    """At step 0 the title ran past the right edge (its phase appended). A label's width is
+    estimated at 0.62 em per character (13 px bold titles, 12 px labels): it must end inside 720."""
+    for x, text, css, anchor in _svg_texts(view(3, **changes)):
+        width = 0.62 * (13 if "svg-title" in css else 12) * len(text)
+        left = x - {"start": 0, "middle": width / 2, "end": width}[anchor]
+        assert 0 <= left and left + width <= 720, text
+
+
+def test_figure_03_all_to_all_swaps_bow_apart_instead_of_drawing_one_line():
+    """Pairwise exchange step 1: ranks r and 7 - r swap, so every straight arrow lay on one
+    diagonal. Each swap is now a curve bowed to the left of its direction: no two meet midway."""
+    v = view(3, op="alltoall", step=1)
+    curves = re.findall(r"M([\d.]+) ([\d.]+)Q([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+)",
+                        "".join(p.get("d") for p in paths(v, "svg-arrow")))
+    assert len(curves) == 8
+    middles = [((x1 + 2 * cx + x2) / 4, (y1 + 2 * cy + y2) / 4) for x1, y1, cx, cy, x2, y2 in
+               (tuple(map(float, c)) for c in curves)]
+    assert min(((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2) ** 0.5
+               for i, a in enumerate(middles) for b in middles[i + 1:]) > 8
 
 
 def test_durations_and_sizes_read_in_their_units():
@@ -204,5 +244,8 @@ def test_arrows_arcs_and_polylines_are_one_path_each():
     assert arrows.count("M") == 4
     arcs = ET.fromstring(svg.arcs([(0, 40, 50, 10)], head=4)).get("d")
     assert arcs.startswith("M0.00 50.00Q20.00 30.00 40.00 50.00")  # peaks 10 above y
+    bows = ET.fromstring(svg.bows([(0, 0, 40, 0), (40, 0, 0, 0)], bend=0.25, head=4)).get("d")
+    assert bows.startswith("M0.00 0.00Q20.00 -20.00 40.00 0.00")  # left of travel: up, peaking 10 (0.25 x 40) off
+    assert "M40.00 0.00Q20.00 20.00 0.00 0.00" in bows  # the way back bows the other way
     assert ET.fromstring(svg.polyline([(0, 1), (2, 3)])).get("d") == "M0.00 1.00L2.00 3.00"
     assert svg.group(["<path/>"], class_="svg-muted") == '<g class="svg-muted"><path/></g>'

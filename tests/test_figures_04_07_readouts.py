@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from models import ddp, hardware, memory, overlap, sampler
-from tests.figure_views import SVG, paths, render, texts, values
+from tests.figure_views import SVG, paths, readouts, render, texts, values
 
 
 # --- Figure 04 --------------------------------------------------------------------------------
@@ -21,12 +21,26 @@ def test_04_readouts_are_the_models(changes):
     assert got["unique_fraction"] == audit.unique_fraction
     assert got["duplicated_samples"] == audit.duplicated_samples
     assert got["repeated_epochs"] == audit.repeated_epochs and got["draws"] == audit.draws
+    assert got["steps_per_epoch"] == sampler.steps_per_epoch(state["dataset"], state["micro"], state["accum"], state["dp"])
 
 
 def test_04_default_is_the_article_example_and_a_clean_sampler():
-    assert values(render(4, dp=64)[1])["global_batch"] == 2048  # 4 x 8 x 64, the article's example
+    assert values(render(4, micro=4, accum=8, dp=64)[1])["global_batch"] == 2048  # 4 x 8 x 64, the article's example
     got = values(render(4)[1])
     assert (got["unique_fraction"], got["duplicated_samples"], got["repeated_epochs"]) == (1.0, 0, 0)
+
+
+def test_04_the_default_dataset_is_many_steps_long_and_a_step_larger_than_it_says_so():
+    """The defaults drew a 256-sample step from a 64-sample dataset: four epochs in one step.
+    Now 16 samples a step from 128, eight steps an epoch; a step past the dataset is flagged."""
+    _, default = render(4)
+    got = values(default)
+    assert got["global_batch"] == 16 and got["steps_per_epoch"] == 8
+    assert "an epoch of 128 samples takes 8 steps" in texts(default) and not default.note
+    _, big = render(4, micro=4, accum=8, dp=64)
+    assert values(big)["steps_per_epoch"] == 1 / 16 and readouts(big)["steps_per_epoch"].color == "warn"
+    assert "one step = 16 epochs of the 128 samples" in texts(big) and "spans 16 epochs" in big.note
+    assert sampler.steps_per_epoch(100, 2, 3, 8) == 13 / 6  # ceil(100 / 8) per rank, 6 a step
 
 
 def test_04_two_ranks_without_a_rank_offset_draw_half_the_data_twice():
@@ -34,7 +48,7 @@ def test_04_two_ranks_without_a_rank_offset_draw_half_the_data_twice():
     assert values(rendered)["unique_fraction"] == 0.5
     # every drawn cell of the strips is red and numbered 2; half of each strip is empty
     assert len(paths(rendered, "stroke-warn")) == 1 and len(paths(rendered, "svg-empty")) == 1
-    assert "epoch 0: 32/64 drawn" in texts(rendered)
+    assert "epoch 0: 64/128 drawn" in texts(rendered)
 
 
 def test_04_dashboard_is_identical_for_every_sampler():
@@ -52,7 +66,7 @@ def test_04_draws_at_most_16_ranks_and_says_so():
     assert "ranks 16 to 1023 in grey" in texts(rendered)
     grid = [p for p in ET.fromstring(rendered.svg).iter(f"{SVG}path") if (p.get("class") or "").startswith("fill-")]
     assert sum(p.get("d").count("z") for p in grid) == 16 * 16  # a 16 x 16 grid of microbatches
-    assert "epoch 1: 64/64 drawn, same order as epoch 0" in texts(render(4, variant="epoch_not_set")[1])
+    assert "epoch 1: 128/128 drawn, same order as epoch 0" in texts(render(4, variant="epoch_not_set")[1])
 
 
 # --- Figure 05 --------------------------------------------------------------------------------

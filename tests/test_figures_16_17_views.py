@@ -244,3 +244,17 @@ def _expand(text):
     if "\u2026" in text:
         return run(text)
     return [r for part in re.findall(r"\([^)]*\)|[^,]+", text) for r in run(part)]
+
+
+def test_figure_17_a_capped_drawing_says_so_in_the_drawing_and_its_text():
+    """Past 512 ranks the grid draws only the nodes that hold the chosen rank's groups: the
+    drawing's own words, its label and its text alternative say it is capped."""
+    state = FIG17.validate_state({**FIG17.default_state(), "dp": 64, "rank": 3000, "gpus": 72})
+    v = FIG17.render(state)
+    root = ET.fromstring(v.svg)
+    words = [t.text for t in root.iter(f"{SVG}text")]
+    assert "Capped: 3 of the 57 nodes drawn, rank 3000's and its groups' (the table lists every member)" in words
+    assert "(capped)" in root.get("aria-label") and "The drawing is capped: it shows 3 of the 57 nodes" in v.alt
+    whole = FIG17.render(FIG17.default_state())
+    assert not any((t.text or "").startswith("Capped") for t in ET.fromstring(whole.svg).iter(f"{SVG}text"))
+    assert "capped" not in whole.alt

@@ -27,6 +27,7 @@ STATES_18 = (
     {"cp": True, "ep": True},
     {"tp": False, "pp": False, "fsdp": True, "params": 7_500_000_000, "gpus": 64, "link": "roce_400gbe"},
     {"dp": False, "fsdp": True, "tp": True, "pp": False, "params": 1_008_000_000_000, "gpus": 16384, "link": "ib_xdr"},
+    {"tp": False, "pp": False, "batch": 2304},
 )
 
 
@@ -34,8 +35,12 @@ STATES_18 = (
 def test_fig18_readouts_are_the_step_model(changes):
     state, view = render(18, **changes)
     enabled = frozenset(axis for axis in step_timeline.AXES if state[axis])
-    step = step_timeline.step_timeline(state["params"], state["gpus"], enabled, link=state["link"])
+    step = step_timeline.step_timeline(state["params"], state["gpus"], enabled, global_batch=state["batch"],
+                                       link=state["link"])
     shown = readouts(view)
+    assert shown["memory_per_gpu_bytes"].value == step.memory.total_bytes
+    assert shown["replica_sequences"].value == step.replica_sequences
+    assert shown["global_batch_tokens"].value == state["batch"] * 2048
     assert shown["exposed_comm_s"].value == step.exposed_comm_s
     assert shown["hidden_comm_s"].value == step.hidden_comm_s
     assert shown["step_time_s"].value == step.step_time_s
@@ -62,15 +67,70 @@ def test_fig18_default_is_megatrons_published_layout():
 
 def test_fig18_draws_a_lane_per_enabled_strategy_and_its_waits_to_scale():
     state, view = render(18, params=1_700_000_000, gpus=512, cp=True)
-    step = step_timeline.step_timeline(state["params"], state["gpus"], frozenset({"dp", "tp", "pp", "cp"}),
-                                       link=state["link"])
+    step = step_timeline.step_timeline(state["params"], state["gpus"], frozenset({"dp", "tp", "pp", "cp"}))
+    default = step_timeline.step_timeline(state["params"], state["gpus"], frozenset({"dp", "tp", "pp"}))
     lanes = [p for p in ET.fromstring(view.svg).iter(f"{SVG}path") if p.get("class") == "svg-lane"]
     assert len(lanes) == 4  # dp, tp, pp, cp; compute has no lane box
-    scale = (714 - 6) / step.step_time_s
+    scale = (714 - 6) / max(step.step_time_s, default.step_time_s)
     waits = paths(view, "stroke-exposed")
     drawn = sum(sum(_span_lengths(p)) for p in waits)
     assert drawn == pytest.approx(step.exposed_comm_s * scale, rel=0.02)  # gaps under half a pixel merge
     assert len(paths(view, "stroke-tp")) == 0 and len(paths(view, "stroke-dp")) == 1  # TP never flies hidden
+
+
+def _texts(view):
+    return [t.text for t in ET.fromstring(view.svg).iter(f"{SVG}text")]
+
+
+def test_fig18_a_toggle_keeps_the_batch_and_the_time_axis():
+    """Context parallelism on (the issue's case): DP 24 -> 12 used to halve the global batch, and
+    the step fell from 2.76 to 1.62 s on the same GPUs while the axis rescaled to fit. Now the
+    tokens per step stay, each replica takes twice the sequences, the wait grows, and the
+    drawing keeps the default layout's axis, marking where its step ends."""
+    _, default = render(18)
+    _, context = render(18, cp=True)
+    before, after = readouts(default), readouts(context)
+    assert after["global_batch_tokens"].value == before["global_batch_tokens"].value == 3072 * 2048
+    assert (before["replica_sequences"].value, after["replica_sequences"].value) == (128, 256)
+    assert after["step_time_s"].value > before["step_time_s"].value  # the same work, and more of it waits
+    assert after["exposed_comm_s"].value > before["exposed_comm_s"].value
+    assert after["reference_step_s"].value == before["step_time_s"].value
+    # one axis: the longer step fills it; the default's end is a dashed mark at its own time
+    span = after["step_time_s"].value
+    dashed = [p for p in paths(context, "svg-ink svg-dash")]
+    xs = {float(x) for x in re.findall(r"M([\d.]+) ", dashed[0].get("d"))}
+    assert len(xs) == 1 and xs.pop() == pytest.approx(6 + 708 * before["step_time_s"].value / span, abs=0.01)
+    assert "this step 9.99 s; dashed: the default layout (DP, TP, PP) on the same GPUs and batch, 9.16 s (+9%)" \
+        in _texts(context)
+    assert not paths(default, "svg-ink svg-dash")  # the default is its own reference
+    assert any(t.startswith("Global batch 3,072 sequences") and "the same for every toggle" in t for t in _texts(context))
+
+
+def test_fig18_says_when_a_layout_does_not_fit():
+    """DP alone on the 145.6B model needs 2.3 TB of model state on every 80 GB GPU: the
+    drawing, the readouts and the note say so (it read as a plain 120 s step)."""
+    _, fits = render(18)
+    _, alone = render(18, tp=False, pp=False)
+    memory = readouts(alone)["memory_per_gpu_bytes"]
+    assert memory.value > 2.3e12 and memory.text.endswith("does not fit") and memory.color == "warn"
+    assert readouts(alone)["step_time_s"].text.endswith(", if it fit")
+    assert any(t.startswith("Does not fit: 2.46 TB per GPU against 85.9 GB") for t in _texts(alone))
+    assert alone.note.startswith("This layout does not fit")
+    assert readouts(fits)["memory_per_gpu_bytes"].text == "62.4 GB of 85.9 GB: fits"
+    assert not any(t.startswith("Does not fit") for t in _texts(fits))
+    assert "16 bytes per parameter (bf16 weights and gradients, fp32 master weights and two Adam moments)" in fits.note
+
+
+def test_fig18_names_the_data_axis_for_what_it_is():
+    assert readouts(render(18, dp=False, fsdp=True, tp=False, pp=False)[1])["layout"].text == "FSDP 1536 on 1536 GPUs"
+    assert readouts(render(18, fsdp=True, tp=False, pp=False)[1])["layout"].text == "HSDP 8 x 192 on 1536 GPUs"
+    assert readouts(render(18, fsdp=True)[1])["layout"].text == "TP 8 x PP 8 x HSDP 8 x 3 on 1536 GPUs"
+
+
+def test_fig18_says_when_the_batch_does_not_split_evenly():
+    _, view = render(18, tp=False, pp=False, gpus=16384)
+    assert any(t.startswith("3,072 sequences do not split evenly over 16,384 replicas: 13,312 get none") for t in _texts(view))
+    assert readouts(view)["replica_sequences"].label == "sequences per replica (the busiest)"
 
 
 def test_fig18_says_when_gpus_sit_unused():

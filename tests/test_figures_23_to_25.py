@@ -1,9 +1,11 @@
 """Figures 23-25: the starred readouts are the model's numbers, the defaults tell the article's story,
 and the drawings show what the numbers say (read back from the SVG)."""
+import re
+
 import pytest
 
 from models import hardware, reliability, scaling
-from tests.figure_views import path_data, render, shapes, subpaths, texts, values
+from tests.figure_views import SVG, path_data, render, shapes, subpaths, texts, values
 
 
 # ---- Figure 23 -------------------------------------------------------------------------------------
@@ -26,11 +28,28 @@ def test_figure_23_readouts_are_the_models(changes):
     assert got["examples_multiplier"] == p.examples_multiplier
 
 
-def test_figure_23_default_reads_95_percent_while_training_needs_twice_the_samples():
-    _, v = render(23)
+def test_figure_23_default_sits_below_the_critical_batch_so_dragging_past_it_is_possible():
+    """The default N sat exactly on B = B_noise while the caption said to drag past it."""
+    state, v = render(23)
     got = values(v)
-    assert round(got["weak_efficiency"], 2) == 0.95 and got["sample_efficiency"] == 0.5 and got["examples_multiplier"] == 2
-    assert "B = B_noise at N = 1,024" in texts(v)
+    crit = scaling.critical_world_size(state["b_noise"], state["per_device_batch"])
+    assert state["N"] == 256 < crit == 1024 and "B = B_noise at N = 1,024" in texts(v)
+    assert got["sample_efficiency"] == 0.8 and got["examples_multiplier"] == 1.25
+    _, at = render(23, N=1024)  # the line itself: 95% weak scaling, half the progress per sample
+    at = values(at)
+    assert round(at["weak_efficiency"], 2) == 0.95 and at["sample_efficiency"] == 0.5 and at["examples_multiplier"] == 2
+
+
+@pytest.mark.parametrize("changes", [{}, {"b_noise": 64, "per_device_batch": 1}, {"global_batch": 65536, "per_device_batch": 64},
+                                     {"b_noise": 65536}, {"overlap": 0, "bw_GBps": 5, "grad_gb": 2000}])
+def test_figure_23_end_labels_never_collide(changes):
+    """Its three end labels stacked where the curves meet (and the lowest sat on the axis's
+    "16K"): now at least 15 apart, above the axis, each joined to its curve's end by a line."""
+    _, v = render(23, **changes)
+    root = __import__("xml.etree.ElementTree").etree.ElementTree.fromstring(v.svg)
+    ends = sorted(float(t.get("y")) for t in root.iter(f"{SVG}text") if float(t.get("x")) == 584.0)
+    assert len(ends) == 4 and all(b - a >= 15 - 1e-9 for a, b in zip(ends, ends[1:]))
+    assert 34 - 12 <= ends[0] and ends[-1] <= 330 - 40  # inside the plot's height, above the x axis's labels
 
 
 def test_figure_23_draws_the_strong_curve_dashed_once_a_device_would_hold_less_than_a_sample():
@@ -92,7 +111,7 @@ def test_figure_24_a_dead_or_busy_rank_is_the_one_missing_from_the_grep():
     assert any(t.startswith("inside no collective") for t in texts(v))
     _, dead = render(24, fault="dead_rank")
     assert "no dump: the process is gone" in dead.html and any(t.startswith("gone:") for t in texts(dead))
-    assert "A rank that is simply gone: fault 60 min into the run; ranks 0, 1, 3 stop first (red dot)" in texts(dead)
+    assert "A rank that is simply gone: the fault, on rank 2 (red dot), 60 min into the run" in texts(dead)
     _, v = render(24, fault="mismatched_shapes")
     assert "ranks 0, 1, 3 in ALLGATHER of 4,096; rank 2 in ALLGATHER of 4,000" in v.html
 
@@ -106,11 +125,57 @@ def test_figure_24_without_a_watchdog_error_there_is_no_dump_and_no_parked_bar()
 
 
 def test_figure_24_the_fault_time_moves_the_clock():
+    """The fault's time moved only the title; the run's clock above the lanes now shows it: the
+    training before the fault against the timeout after it (red), to scale."""
     _, early = render(24, at_s=60)
     _, late = render(24, at_s=86400)
-    assert "Divergent control flow: fault 60 s into the run; rank 3 stops first (red dot)" in texts(early)
-    assert "Divergent control flow: fault 24 h into the run; rank 3 stops first (red dot)" in texts(late)
+    assert "Divergent control flow: the fault, on rank 3 (red dot), 60 s into the run" in texts(early)
+    assert "Divergent control flow: the fault, on rank 3 (red dot), 24 h into the run" in texts(late)
+    assert "the run so far: 60 s of training, then 10 min with nothing able to complete until the watchdog fires" \
+        in texts(early)
     assert "SeqNum=47," in early.html and "SeqNum=69119," in late.html  # 23 / 34559 healthy steps ran before
+
+    def run_bars(v):  # (training, stuck) widths of the run's clock, in px
+        widths = [float(w) for d in path_data(v, "fill-forward") + path_data(v, "fill-warn", exact=True)
+                  for w in re.findall(r"M[\d.]+ 24\.00h([\d.]+)", d)]
+        return widths
+    (train_early, stuck_early), (train_late, stuck_late) = run_bars(early), run_bars(late)
+    assert train_early + stuck_early == pytest.approx(train_late + stuck_late) == 484  # the lanes' width
+    assert stuck_early == pytest.approx(484 * 600 / 660, abs=0.01)
+    assert stuck_late == pytest.approx(484 * 600 / 87000, abs=0.01)
+
+
+@pytest.mark.parametrize("fault", ["divergent_control_flow", "io_stall", "dead_rank", "mismatched_order",
+                                   "wrong_process_group", "slow_rank", "mismatched_shapes"])
+def test_figure_24_the_red_dot_always_marks_the_rank_at_fault_where_the_fault_strikes(fault):
+    """The dot marked the culprit in "divergent" but the three victims in "I/O stall": it now
+    marks the rank at fault (said in the title), on the fault line, for every fault."""
+    _, v = render(24, fault=fault)
+    [dots] = path_data(v, "fill-warn", exact=True)[-1:]
+    centres = [(float(x) + 4.5, float(y)) for x, y in re.findall(r"M([\d.]+) ([\d.]+)a4\.50", dots)]
+    culprits = reliability.culprits(fault)
+    assert [round((y - 82 - 9) / 50) for _, y in centres] == list(culprits) and len(culprits) == 1
+    [fault_line] = path_data(v, "svg-ink svg-dash")
+    assert {x for x, _ in centres} == {float(fault_line[1:].split(" ")[0])}
+    assert f"on rank {culprits[0]} (red dot)" in texts(v)[0]
+    assert not any("a4.50" in d for d in path_data(render(24, fault="healthy")[1], "fill-warn"))
+
+
+@pytest.mark.parametrize("changes", [{}, {"fault": "io_stall"}, {"fault": "dead_rank", "at_s": 10},
+                                     {"fault": "io_stall", "timeout_s": 3600}, {"fault": "slow_rank", "timeout_s": 2}])
+def test_figure_24_no_line_crosses_the_words_under_the_lanes(changes):
+    """The fault and watchdog lines and the cuts in time ran through the lanes' captions."""
+    _, v = render(24, **changes)
+    root = __import__("xml.etree.ElementTree").etree.ElementTree.fromstring(v.svg)
+    captions = [(float(t.get("x")), float(t.get("y")), len(t.text)) for t in root.iter(f"{SVG}text")
+                if t.get("class", "").startswith("svg-label-soft svg-halo")]
+    assert len(captions) == 4
+    lines = [tuple(map(float, m)) for d in path_data(v, "svg-ink") + path_data(v, "stroke-warn", exact=True)
+             for m in re.findall(r"M([\d.]+) ([\d.]+)L([\d.]+) ([\d.]+)", d)]
+    for x, y, n in captions:  # 12 px text: from 10 above its baseline to 3 below, ~7.4 px a character
+        for x1, y1, x2, y2 in lines:
+            inside_x = min(x1, x2) <= x + 7.4 * n and max(x1, x2) >= x
+            assert not (inside_x and min(y1, y2) < y + 3 and max(y1, y2) > y - 10), (x, y, (x1, y1, x2, y2))
 
 
 # ---- Figure 25 -------------------------------------------------------------------------------------

@@ -117,3 +117,20 @@ def test_a_readout_keeps_its_slot_only_while_its_number_alone_changes():
                   Readout("bubble", "GPipe bubble", "12.0%", 0.12),
                   Readout("bubble", "GPipe bubble", "not defined here", None, "#4c78a8")):
         assert not shown.same_slot(other) and not other.same_slot(shown)
+
+
+@pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f.anchor)
+def test_every_sliders_range_ends_where_its_constraints_do(figure):
+    """No dead stretch at the end of a slider (figure-checklist item 11): in any state, the
+    input's max (``Figure.slider_limits``, else the slider's own end) is the highest value
+    that, set on that slider alone, stays set. Figure 17's rank slider in a world of 512
+    ends at 511, not 4,095; Figure 01's at the last rank of the nodes drawn."""
+    rng = random.Random(2000 + figure.number)
+    for state in [figure.default_state()] + [random_state(figure, rng) for _ in range(12)]:
+        limits = figure.slider_limits(state)
+        for control in figure.stateful_controls:
+            if not isinstance(control, Slider):
+                continue
+            kept = [v for v in control.values if figure.validate_state({**state, control.key: v})[control.key] == v]
+            shown_max = limits.get(control.key, control.position_text(control.values[-1]))
+            assert shown_max == control.position_text(kept[-1]), (control.key, state)

@@ -54,6 +54,18 @@ def page_readings(figure, state):
     return readings
 
 
+def test_a_view_carries_the_max_of_each_slider_its_state_narrows():
+    """Figure 17: the rank slider's max follows the world (TP x CP x DP x PP), DP's what 4,096
+    GPUs leave it; the page sets each input's max from the answer before its value."""
+    worker = Worker(lambda message: None)
+    mesh = registry()[17]
+    for dp, rank_max, dp_index in ((8, "511", "6"), (2, "127", "6"), (64, "4095", "6")):
+        state = {**mesh.default_state(), "dp": dp}
+        view = json.loads(worker.update(17, json.dumps(page_readings(mesh, state)), "{}", ""))["view"]
+        assert view["limits"] == {"dp": dp_index, "pp": "7", "ep": str(mesh.control("ep").stops.index(dp)), "rank": rank_max}
+    assert json.loads(worker.update(15, "{}", "{}", ""))["view"]["limits"] == {}  # no constrained slider
+
+
 @pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"fig{f.number:02d}")
 def test_a_views_key_is_the_readings_that_select_exactly_its_state(figure):
     worker = Worker(lambda message: None)

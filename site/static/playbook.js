@@ -569,7 +569,7 @@ setTimeout(function (ownScript) {
       const view = answer.view;
       this.state = view.state;
       try {
-        this.writeControls(view.controls, writeFields);
+        this.writeControls(view.controls, writeFields, view.limits);
         paintView(element, view);
       } finally {
         this.settle();  // a paint that throws (reported as a page error) must not leave the figure busy
@@ -586,12 +586,16 @@ setTimeout(function (ownScript) {
     if (this.rememberUrl) this.remember();
   };
 
-  LiveFigure.prototype.writeControls = function (controls, writeFields) {
+  // `limits`: the max of each slider whose range this state narrows (Figure.slider_limits),
+  // set before the value, which the old max would otherwise clamp.
+  LiveFigure.prototype.writeControls = function (controls, writeFields, limits) {
     const element = this.element;
     this.controls.forEach(function (node) {
       const entry = controls[node.dataset.control];
       if (!entry) return;
       const position = entry[0], text = entry[1];
+      const max = limits && limits[node.dataset.control];
+      if (max !== undefined && node.max !== max) node.max = max;
       if (node.type === "checkbox") {
         if (node.checked !== position) node.checked = position;
       } else if (node.type === "text") {

@@ -51,6 +51,20 @@ def test_figure_01_snaps_tp_and_rank_on_the_page(session):
         move_and_check(page, figure, state, key, value)
 
 
+def test_figure_01_the_rank_and_tp_sliders_end_where_the_world_does(session):
+    """Two nodes of 8: the rank slider ends at 15 and TP at 8 GPUs; one node of 4: at 3 and 4."""
+    page = session.page
+    figure, state = _state(page, 1)
+    maxes = "() => ['rank', 'tp'].map(key => document.querySelector('#fig-01 [data-control=' + key + ']').max)"
+    assert page.evaluate(maxes) == ["15", "3"]
+    for key, value in (("nodes", 1), ("gpus", 4)):
+        move_and_check(page, figure, state, key, value)
+    assert page.evaluate(maxes) == ["3", "2"] and read_state(page, figure)["rank"] == 3
+    for key, value in (("gpus", 8), ("nodes", 2), ("tp", 4), ("rank", 13)):
+        move_and_check(page, figure, state, key, value)
+    assert page.evaluate(maxes) == ["15", "3"]
+
+
 def test_figure_02_every_cut_every_slider(session):
     page = session.page
     figure, state = _state(page, 2)
@@ -105,6 +119,18 @@ def test_figure_03_next_step_walks_the_ring_and_wraps(session):
     assert read_state(page, figure)["step"] == 6
     for key, value in (("algo", "ring"), ("step", 7)):
         move_and_check(page, figure, state, key, value)
+
+
+def test_figure_03_says_when_its_drawing_is_capped(session):
+    """N past 8: the step-through still draws 8 ranks, and says so in the drawing and its text."""
+    page = session.page
+    figure, state = _state(page, 3)
+    move_and_check(page, figure, state, "N", 1024)
+    drawing = page.text_content("#fig-03 [data-role=view] svg")
+    assert "Capped: drawn on 8 ranks; at N = 1,024 the same algorithm takes 2,046 steps" in drawing
+    assert "capped at 8 ranks" in page.text_content("#fig-03 [data-role=alt]")
+    move_and_check(page, figure, state, "N", 8)
+    assert "Capped" not in page.text_content("#fig-03 [data-role=view] svg")
 
 
 def test_a_link_restores_each_figure(session):

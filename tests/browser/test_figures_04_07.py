@@ -31,11 +31,25 @@ def test_figure_04_a_broken_sampler_changes_the_audit_not_the_dashboard(session)
     state = read_state(page, figure)
     before = move_and_check(page, figure, state, "dp", 2)
     broken = move_and_check(page, figure, state, "variant", "no_rank_offset")
-    assert broken["unique_fraction"]["value"] == 0.5 == sampler.sampler_audit(64, 2, 2, variant="no_rank_offset").unique_fraction
+    assert broken["unique_fraction"]["value"] == 0.5 == sampler.sampler_audit(128, 2, 2, variant="no_rank_offset").unique_fraction
     assert broken["draws"] == before["draws"] and broken["global_batch"] == before["global_batch"]
     repeated = move_and_check(page, figure, state, "variant", "epoch_not_set")
     assert repeated["repeated_epochs"]["value"] == 1 and repeated["duplicated_samples"]["value"] == 0
     for key in ("variant", "dp"):
+        move_and_check(page, figure, state, key, figure.default_state()[key])
+
+
+def test_figure_04_a_step_bigger_than_the_dataset_says_so(session):
+    """The default step (16 samples) is an eighth of the toy dataset; the article's example step
+    (4 x 8 x 64 = 2,048) is sixteen epochs of it, and the drawing and readout say so in red."""
+    page, figure = session.page, registry()[4]
+    state = read_state(page, figure)
+    assert readouts(page, "fig-04")["steps_per_epoch"]["value"] == 8
+    for key, value in (("micro", 4), ("accum", 8), ("dp", 64)):
+        shown = move_and_check(page, figure, state, key, value)
+    assert shown["global_batch"]["value"] == 2048 and shown["steps_per_epoch"]["value"] == 1 / 16
+    assert "one step = 16 epochs of the 128 samples" in page.text_content("#fig-04 [data-role=view] svg")
+    for key in ("micro", "accum", "dp"):
         move_and_check(page, figure, state, key, figure.default_state()[key])
 
 

@@ -97,6 +97,27 @@ def test_figure_17_the_rank_slider_rewrites_the_groups_for_a_screen_reader(sessi
     assert fmt.rank_list(group_ranks(mesh, "tp", 300)) in page.text_content("#fig-17 [data-role=alt]")
 
 
+def test_figure_17_the_rank_slider_ends_at_the_last_rank_of_the_world(session):
+    """The rank slider runs to the world's last rank, not to 4,095 (and DP to what 4,096 GPUs
+    leave it): its max follows every move, so no stretch of a track is dead."""
+    page = session.page
+    for key, value in (("tp", 8), ("cp", 1), ("dp", 8), ("pp", 8), ("ep", 1), ("gpus", 8), ("rank", 77)):
+        set_control(page, FIG17, key, value)
+    rank, dp = page.locator("#fig-17 [data-control=rank]"), page.locator("#fig-17 [data-control=dp]")
+    assert (rank.get_attribute("max"), dp.evaluate("input => input.max")) == ("511", "6")  # DP up to 64
+    set_control(page, FIG17, "dp", 2)
+    assert rank.evaluate("input => input.max") == "127" and read_state(page, FIG17)["rank"] == 77
+    rank.focus()
+    page.keyboard.press("End")  # the end of the track is the last rank
+    settle(page, "fig-17")
+    assert read_state(page, FIG17)["rank"] == 127 and readouts(page, "fig-17")["node"]["value"] == 15
+    set_control(page, FIG17, "dp", 64)  # a world of 4,096: the track grows back, the rank stays
+    assert rank.evaluate("input => input.max") == "4095" and read_state(page, FIG17)["rank"] == 127
+    for key, value in (("dp", 8), ("rank", 77)):
+        set_control(page, FIG17, key, value)
+    assert rank.evaluate("input => input.max") == "511"
+
+
 def test_figure_17_every_drawn_rank_is_a_target_for_its_own_rank(session):
     page = session.page
     strips = page.eval_on_selector_all("#fig-17 [data-set-strip]", "ts => ts.map(t => t.dataset.setStrip)")

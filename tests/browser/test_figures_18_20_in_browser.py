@@ -24,10 +24,40 @@ def test_fig18_switching_strategies_moves_the_exposed_time(session):
         enabled = frozenset(axis for axis in step_timeline.AXES if state[axis])
         per_axis = {k for k in shown if k.startswith("exposed_") and k != "exposed_comm_s"}
         assert per_axis == {f"exposed_{axis}_s" for axis in enabled}
-        step = step_timeline.step_timeline(state["params"], state["gpus"], enabled, link=state["link"])
+        step = step_timeline.step_timeline(state["params"], state["gpus"], enabled, global_batch=state["batch"],
+                                           link=state["link"])
         assert shown["exposed_comm_s"]["value"] == step.exposed_comm_s
         assert shown["step_time_s"]["value"] == step.step_time_s
+        assert shown["global_batch_tokens"]["value"] == state["batch"] * 2048  # no toggle changes the work
     assert page.locator("#fig-18 svg path.stroke-exposed").count() >= 1
+    for key, value in (("params", 145_600_000_000), ("gpus", 1536), ("link", "ib_ndr"), ("fsdp", False),
+                       ("cp", False), ("ep", False), ("tp", True), ("pp", True)):
+        move_and_check(page, figure, state, key, value)
+    assert state == figure.default_state()
+
+
+def test_fig18_a_toggle_keeps_the_tokens_per_step_and_says_what_does_not_fit(session):
+    """Context parallelism on: the same tokens per step, so the step grows (it fell 41% when
+    DP's halving halved the batch), drawn on the default layout's axis with its end dashed.
+    DP alone: a red 'does not fit' in the drawing and the memory readout."""
+    page = session.page
+    figure, state = _state(page, 18)
+    default = readouts(page, "fig-18")
+    assert page.locator("#fig-18 svg path.svg-dash").count() == 0
+    shown = move_and_check(page, figure, state, "cp", True)
+    assert shown["global_batch_tokens"] == default["global_batch_tokens"]
+    assert shown["step_time_s"]["value"] > default["step_time_s"]["value"]
+    assert shown["exposed_comm_s"]["value"] > default["exposed_comm_s"]["value"]
+    assert shown["reference_step_s"]["value"] == default["step_time_s"]["value"]
+    assert page.locator("#fig-18 svg path.svg-dash").count() == 1
+    move_and_check(page, figure, state, "cp", False)
+    for key, value in (("tp", False), ("pp", False)):
+        shown = move_and_check(page, figure, state, key, value)
+    assert shown["memory_per_gpu_bytes"]["text"].endswith("does not fit") and shown["replica_sequences"]["value"] == 2
+    assert "Does not fit" in page.text_content("#fig-18 [data-role=view] svg")
+    for key, value in (("tp", True), ("pp", True)):
+        move_and_check(page, figure, state, key, value)
+    assert "Does not fit" not in page.text_content("#fig-18 [data-role=view] svg")
 
 
 def test_fig19_the_lit_path_follows_the_ladder(session):

@@ -60,6 +60,25 @@ def test_figure_24_a_longer_timeout_lets_the_io_stall_recover(session):
     assert shown["longest_wait_s"]["value"] == pytest.approx(reliability.IO_STALL_S)
 
 
+def test_figure_24_the_faults_time_moves_the_run_and_the_dot_marks_the_rank_at_fault(session):
+    """Sliding the fault's time redraws the run's clock (not just the title); the red dot sits
+    on the rank at fault: rank 3 when it skips a collective, rank 2 when it is stuck in I/O."""
+    page = session.page
+    state = FIG24.validate_state(readouts_state(page, FIG24))
+    run_bar = "() => document.querySelector('#fig-24 svg path.fill-forward').getAttribute('d')"
+    move_and_check(page, FIG24, state, "fault", "divergent_control_flow")
+    move_and_check(page, FIG24, state, "at_s", 10)
+    early = page.evaluate(run_bar)
+    move_and_check(page, FIG24, state, "at_s", 86400)
+    assert page.evaluate(run_bar) != early
+    for fault, rank in (("divergent_control_flow", 3), ("io_stall", 2)):
+        move_and_check(page, FIG24, state, "fault", fault)
+        title = page.text_content("#fig-24 svg text")
+        assert f"on rank {rank} (red dot)" in title
+    for key, value in (("fault", "divergent_control_flow"), ("at_s", 3600)):
+        move_and_check(page, FIG24, state, key, value)
+
+
 def test_figure_25_more_ranks_more_tax_and_one_bad_card(session):
     page = session.page
     state = FIG25.validate_state(readouts_state(page, FIG25))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from models.reliability import (
-    DEFAULT_NCCL_TIMEOUT_S, GROUP_NAMES, HANG_PRESETS, IO_STALL_S, bad_card_tax, expected_max_normal,
+    DEFAULT_NCCL_TIMEOUT_S, GROUP_NAMES, HANG_PRESETS, IO_STALL_S, bad_card_tax, culprits, expected_max_normal,
     expected_max_normal_asymptotic, expected_max_over_mean, hang_timeline, histogram_counts, sample_rank_times,
     sample_step, simulate_preset, standard_max_mean, straggler_curve, straggler_tax,
 )
@@ -18,6 +18,17 @@ FAULTS = [name for name in HANG_PRESETS if name != "healthy"]
 
 
 # ---- hangs on the run's clock ------------------------------------------------------------------------
+
+def test_the_rank_at_fault_is_the_one_that_departs_from_the_healthy_step():
+    """Figure 24's red dot: the skipper, the reorderer, the wrong group's caller, the padder, the
+    dead, the slow and the stalled rank; nobody when healthy."""
+    assert {name: culprits(name) for name in HANG_PRESETS} == {
+        "healthy": (), "divergent_control_flow": (3,), "mismatched_shapes": (2,), "mismatched_order": (1,),
+        "wrong_process_group": (1,), "dead_rank": (2,), "slow_rank": (1,), "io_stall": (2,)}
+    for name in FAULTS:  # never a rank that only waits: the first stuck may be a victim, the culprit never is
+        t = hang_timeline(name, timeout_s=600)
+        assert all(r.rank not in culprits(name) or r.waiting_on for r in t.records if r.started_s is None)
+
 
 def test_io_stall_is_killed_by_a_short_watchdog_and_survives_a_long_one():
     assert simulate_preset("io_stall", timeout_s=600).status == "watchdog"

@@ -13,6 +13,15 @@ def test_global_batch_article_example():
     assert S.global_batch_samples(1, 1, 1) == 1
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4096), st.integers(1, 64), st.integers(1, 64), st.integers(1, 1024))
+def test_steps_per_epoch_times_a_step_is_each_ranks_share_of_the_epoch(dataset, micro, accum, dp):
+    """An epoch is each rank's DistributedSampler share, ceil(len / R); a step draws b_micro x A of it."""
+    steps = S.steps_per_epoch(dataset, micro, accum, dp)
+    assert steps * micro * accum == pytest.approx(S.samples_per_rank(dataset, dp))
+    assert (steps < 1) == (S.global_batch_samples(micro, accum, dp) > dp * S.samples_per_rank(dataset, dp))
+
+
 @pytest.mark.parametrize("args, name", [((0, 1, 1), "micro_batch"), ((1, 1.5, 1), "accumulation_steps"),
                                         ((1, 1, -2), "data_parallel")])
 def test_global_batch_rejects_nonsense(args, name):

@@ -67,9 +67,9 @@ def test_layout_fabrics_agree_with_the_mesh(gpus, enabled):
 
 
 def test_tp_and_ep_are_exposed_in_full():
-    step = S.step_timeline(7_500_000_000, 64, frozenset({"tp", "ep", "dp"}))
+    step = S.step_timeline(7_500_000_000, 64, frozenset({"tp", "ep", "dp"}), global_batch=256)  # 8 replicas of 32
     shape = shapes.shape_for(7.5e9)
-    tokens = S.BATCH_SEQUENCES * shape.seq
+    tokens = 32 * shape.seq
     tp_call = _time("allreduce", tokens * shape.hidden * 2, 8, NVLINK)
     tp = next(a for a in step.axes if a.axis == "tp")
     assert tp.calls == 4 * shape.layers and tp.comm_s == pytest.approx(4 * shape.layers * tp_call)
@@ -108,11 +108,12 @@ def test_dp_alone_is_the_ddp_bucket_timeline():
 
 def test_pipeline_sends_hide_and_the_bubble_is_idle():
     step = S.step_timeline(145_600_000_000, 1536, frozenset({"dp", "tp", "pp"}))
+    m = S.GLOBAL_BATCH_SEQUENCES // 24  # 128 microbatches of one sequence per replica
     pp = next(a for a in step.axes if a.axis == "pp")
-    assert pp.calls == 2 * S.BATCH_SEQUENCES and pp.exposed_s == 0 and pp.hidden_s == pytest.approx(pp.comm_s)
+    assert pp.calls == 2 * m and pp.exposed_s == 0 and pp.hidden_s == pytest.approx(pp.comm_s)
     stage = step.forward_s + step.backward_s - step.exposed_s("dp")  # the bubble scales the stage's busy time
-    assert step.bubble_s == pytest.approx(pipeline.bubble_over_ideal("1f1b", 8, S.BATCH_SEQUENCES) * stage, rel=1e-9)
-    assert step.layers == 10 and step.microbatches == S.BATCH_SEQUENCES
+    assert step.bubble_s == pytest.approx(pipeline.bubble_over_ideal("1f1b", 8, m) * stage, rel=1e-9)
+    assert step.layers == 10 and step.microbatches == m == step.replica_sequences
 
 
 def test_context_ring_hides_only_when_blocks_are_big():
@@ -152,11 +153,71 @@ def test_step_is_compute_plus_bubble_plus_optimizer_plus_exposed(enabled, params
         assert exposed_bars[axis] == pytest.approx(step.exposed_s(axis), rel=1e-9, abs=1e-12)
 
 
+FULL_LAYOUTS = [frozenset(c) | {data} for data in ("dp", "fsdp") for r in range(4)
+                for c in itertools.combinations(("tp", "pp", "cp", "ep"), r)]
+
+
+@pytest.mark.parametrize("enabled", FULL_LAYOUTS, ids=lambda e: "+".join(sorted(e)))
+def test_every_layout_runs_the_same_global_batch(enabled):
+    """A toggle reshares the work, never changes it: with the global batch fixed, each GPU's
+    compute (FLOPs at the same rate) is the same for every layout that uses all the GPUs.
+    Before, each replica ran 32 sequences whatever the degree: CP's halving of DP halved the
+    batch, and Figure 18's step fell 41% (2.76 -> 1.62 s) on the same GPUs."""
+    default = S.step_timeline(145_600_000_000, 1536, frozenset({"dp", "tp", "pp"}))
+    step = S.step_timeline(145_600_000_000, 1536, enabled)
+    lay = step.layout
+    assert lay.gpus_used == 1536 and step.global_batch == S.GLOBAL_BATCH_SEQUENCES == 3072
+    assert step.replica_sequences * lay.data == 3072 and not step.uneven
+    assert step.compute_s == pytest.approx(default.compute_s, rel=1e-9)
+
+
+def test_a_batch_that_does_not_split_evenly_is_priced_for_the_busiest_replica():
+    step = S.step_timeline(145_600_000_000, 1536, frozenset({"dp"}), global_batch=2304)  # 1.5 per GPU
+    assert step.uneven and step.replica_sequences == 2 and step.idle_replicas == 0
+    few = S.step_timeline(145_600_000_000, 16384, frozenset({"dp"}))
+    assert few.uneven and few.replica_sequences == 1 and few.idle_replicas == 16384 - 3072
+    assert not S.step_timeline(145_600_000_000, 1536, frozenset({"dp", "tp", "pp"}), global_batch=2304).uneven
+
+
+def test_a_replicas_microbatches_stay_few_enough_to_simulate():
+    """With PP, microbatches of one sequence up to MAX_MICROBATCHES; beyond, of 2, 4, ...
+    (Megatron-LM's num_microbatches = batch / (micro batch x DP)): the same sequences."""
+    one_copy = S.step_timeline(145_600_000_000, 64, frozenset({"tp", "pp"}), global_batch=16384)
+    assert one_copy.replica_sequences == 16384 and one_copy.microbatches == S.MAX_MICROBATCHES == 256
+    pp = next(a for a in one_copy.axes if a.axis == "pp")
+    assert pp.calls == 2 * 256
+    assert S.step_timeline(145_600_000_000, 1536, frozenset({"dp", "tp", "pp"}), global_batch=16384).microbatches == 171
+
+
+def test_memory_says_when_a_layout_does_not_fit():
+    """16 bytes per parameter of model state (ZeRO Sec. 3.1: bf16 weights and gradients, fp32
+    master weights and two Adam moments) on the first stage's layers, plus activations
+    (Korthikanti 2022 Table 2, FlashAttention, no recompute) of the microbatches in flight."""
+    shape = shapes.shape_for(145.6e9)
+    layers = shape.layers * shape.layer_params
+    assert S.MODEL_STATE_BYTES_PER_PARAM == 16
+    alone = S.step_memory(145_600_000_000, 1536, {"dp"})  # DP alone: every GPU holds it all
+    assert alone.model_state_bytes == 16 * layers and alone.model_state_bytes == pytest.approx(2.32e12, rel=0.01)
+    assert not alone.fits and alone.hbm_bytes == H100.hbm_bytes
+    megatron = S.step_memory(145_600_000_000, 1536, {"dp", "tp", "pp"})
+    assert megatron.model_state_bytes == 16 * layers / 64 and megatron.fits
+    # 8 microbatches in flight on the first stage of 10 layers, each sbh(10 + 24/t) bytes per layer
+    sbh = shape.seq * shape.hidden
+    assert megatron.activation_bytes == pytest.approx(8 * 10 * sbh * (10 + 24 / 8))
+    cp = S.step_memory(145_600_000_000, 1536, {"dp", "tp", "pp", "cp"})
+    assert cp.activation_bytes == pytest.approx(megatron.activation_bytes / 2)  # half the tokens per rank
+    sharded = S.step_memory(145_600_000_000, 1536, {"fsdp"})
+    assert sharded.model_state_bytes < 0.01 * alone.model_state_bytes
+    assert S.step_timeline(145_600_000_000, 1536, frozenset({"dp"})).memory == alone
+
+
 def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="enabled"):
         S.step_timeline(7_500_000_000, 64, frozenset({"zero"}))
     with pytest.raises(ValueError, match="gpus"):
         S.step_timeline(7_500_000_000, 0, frozenset({"dp"}))
+    with pytest.raises(ValueError, match="global_batch"):
+        S.step_timeline(7_500_000_000, 64, frozenset({"dp"}), global_batch=0)
     with pytest.raises(ValueError, match="link"):
         S.step_timeline(7_500_000_000, 64, frozenset({"dp"}), link="carrier-pigeon")
     with pytest.raises(ValueError, match="axis"):
