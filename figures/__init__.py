@@ -29,6 +29,8 @@ def _load(module_name):
         render=module.render,
         constrain=getattr(module, "constrain", None),
         prepare=getattr(module, "prepare", None),
+        note=getattr(module, "NOTE", ""),
+        tries=tuple(getattr(module, "TRIES", ())),
     )
 
 
