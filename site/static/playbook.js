@@ -506,7 +506,11 @@ setTimeout(function (ownScript) {
     viewsAhead.set(key, answer);
     this.dirty = false;  // these readings are answered
     if (this.paintedThisFrame) {
-      this.schedule(answer, this.seq);  // a burst of inputs in one frame: paint the newest once
+      // a burst of inputs in one frame: paint the newest once, on the next frame; busy till
+      // then (a slow machine's frame can be late: a reader, or a test, must not take the
+      // figure for painted while this one waits)
+      this.element.setAttribute("data-busy", "");
+      this.schedule(answer, this.seq);
     } else {
       this.paintNow(answer, false, this.seq);
     }

@@ -37,6 +37,24 @@ def test_every_live_figure_has_its_tries_and_a_reset_disabled_at_its_default(ses
             assert buttons(page, figure) == ["true", [None] * len(figure.tries)], number
 
 
+def test_two_moves_in_one_frame_leave_the_figure_busy_until_the_second_is_painted(session):
+    """The second of two inputs in one frame, its view kept, is painted on the next frame:
+    until then the figure says it is busy (a test's settle, like a reader, waits for it)."""
+    page, figure = session.page, registry()[15]
+    page.evaluate(f"document.getElementById('{figure.anchor}').scrollIntoView()")
+    page.wait_for_function("a => { const f = document.getElementById(a); return f.dataset.aheadOf === a && Number(f.dataset.ahead) >= 8; }",
+                           arg=figure.anchor, timeout=30_000)
+    page.wait_for_timeout(300)  # the views ahead have reached the page
+    busy = page.evaluate("""a => { const slider = document.querySelector('#' + a + ' [data-control=P]');
+      for (const value of ['5', '6']) { slider.value = value; slider.dispatchEvent(new Event('input', {bubbles: true})); }
+      return document.getElementById(a).hasAttribute('data-busy'); }""", figure.anchor)
+    assert busy
+    painted(page, figure, encode_state(figure, {**figure.default_state(), "P": 6}))
+    assert_shows(page, figure, {**figure.default_state(), "P": 6})
+    page.click(f"#{figure.anchor} [data-role=reset]")
+    painted(page, figure, figure.anchor)
+
+
 @pytest.mark.parametrize("number", [15, 8, 18, 21])
 def test_a_try_sets_the_figure_and_the_url_and_reset_brings_the_default_back(session, number):
     """Figure 15's sliders, Figure 08's chart, Figure 18's switches and the lab's typed fields."""
