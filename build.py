@@ -278,6 +278,7 @@ class Article:
         self.callouts = 0
         self.cards = []
         self.source = None
+        self.line = 0  # the line of the directive being rendered
         self.md = self._markdown()
 
     def _markdown(self):
@@ -316,7 +317,8 @@ class Article:
             inline.content = inline.content[: match.start()]
             token.attrSet("id", anchor)
             level = int(token.tag[1])
-            self.headings.append({"level": level, "anchor": anchor, "title": inline.content})
+            self.headings.append({"level": level, "anchor": anchor, "title": inline.content,
+                                  "source": self.source.path, "line": token.map[0], "figures": []})
 
     def _heading_close(self, tokens, index, options, env):
         anchor = tokens[index - 2].attrGet("id")
@@ -345,7 +347,14 @@ class Article:
             }[name]
         except KeyError:
             raise BuildError(f"{where}: unknown directive {{{name}}}") from None
+        self.line = token.map[0]
         return render(argument, token.content, where)
+
+    def _section_at(self, line):
+        """The top-level heading above ``line`` of the file being rendered (the contents
+        list each figure under it)."""
+        return next((h for h in reversed(self.headings) if h["level"] == 2
+                     and (h["source"] != self.source.path or h["line"] <= line)), None)
 
     def _figure(self, argument, content, where):
         if not argument.isdigit():
@@ -358,6 +367,9 @@ class Article:
             raise BuildError(f"{where}: figure {number:02d} is already placed at {self.placed[number]}")
         self.placed[number] = where
         self.sequence.append((number, "placed", where))
+        section = self._section_at(self.line)
+        if section is not None:
+            section["figures"].append(self.figures[number])
         return render_figure(self.templates, self.figures[number], self.held)
 
     def _callout(self, argument, content, where):
@@ -443,7 +455,13 @@ class Article:
 
 def render_figure(templates, figure, held=False):
     """A figure's HTML with its default state's view baked in (controls in a template if
-    its chapter is held: see figure.html)."""
+    its chapter is held: see figure.html). Its tries must each name a state its controls
+    can reach (``contract.check_tries``)."""
+    from figures.contract import check_tries
+
+    problems = check_tries(figure)
+    if problems:
+        raise BuildError(f"figures/fig{figure.number:02d}_{figure.slug.replace('-', '_')}.py: TRIES: " + "; ".join(problems))
     state = figure.default_state()
     try:
         view = figure.render(state)

@@ -30,6 +30,8 @@ def _load(module_name):
         constrain=getattr(module, "constrain", None),
         prepare=getattr(module, "prepare", None),
         limits=getattr(module, "limits", None),
+        note=getattr(module, "NOTE", ""),
+        tries=tuple(getattr(module, "TRIES", ())),
     )
 
 

@@ -4,7 +4,9 @@ A figure module (``figures/figNN_slug.py``) defines
 
     NUMBER = 15                      # its place in the article
     TITLE = "..."                    # one line
-    CAPTION = "..."                  # what the reader sees and should try
+    CAPTION = "..."                  # what it shows: one or two sentences
+    NOTE = "..."                     # optional: how to read it, what it assumes (under "How to read it")
+    TRIES = (("Sixteen stages", {"P": 16}), ...)  # optional: states worth a look, one click each
     CONTROLS = (Slider(...), Select(...), Toggle(...), Button(...))
     def render(state) -> View: ...   # pure: the same state always gives the same view
 
@@ -315,10 +317,22 @@ class Figure:
     # slider ends at the last rank of the world drawn, not at 4,095). It returns the same keys
     # for every state. The page sets each such input's ``max`` from ``slider_limits``.
     limits: object = field(default=None, repr=False)
+    # The module's optional ``NOTE``: the rest of what a caption would say (how to read the
+    # drawing, what it holds fixed), shown under the caption, folded. Not ``View.note``,
+    # which speaks of the state shown.
+    note: str = ""
+    # The module's optional ``TRIES``: ``((label, {control key: value}), ...)``, states the
+    # reader can jump to in one click; each is the default state with those values, and
+    # must be one the controls can reach (``check_tries``).
+    tries: tuple = ()
 
     @property
     def anchor(self):
         return f"fig-{self.number:02d}"
+
+    def try_links(self):
+        """``((label, fragment), ...)``: each try as the URL fragment of its state."""
+        return tuple((label, encode_state(self, self.validate_state(values))) for label, values in self.tries)
 
     @property
     def stateful_controls(self):
@@ -375,6 +389,74 @@ class Figure:
     def press(self, key, state):
         button = self.control(key)
         return self.validate_state(button.press(dict(state)) if button.press else self.default_state())
+
+
+def check_tries(figure):
+    """What is wrong with ``figure.tries`` (messages; empty when nothing is): each try has a
+    short label and sets at least one control, each to a value the control can hold
+    exactly (a slider's stop, a menu's option: never one snapped to the nearest); the
+    figure's constraints keep every value it sets; its link leads back to its state; and
+    it shows something other than the default, and other than every other try."""
+    problems, seen = [], {}
+    default = _state_key(figure.default_state())
+    for entry in figure.tries:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], dict)):
+            problems.append(f"{entry!r} is not a (label, {{control key: value}}) pair")
+            continue
+        label, values = entry
+        name = f"try {label!r}"
+        if not isinstance(label, str) or not label.strip() or len(label) > TRY_LABEL_MAX:
+            problems.append(f"{name}: a label is one short phrase (1-{TRY_LABEL_MAX} characters)")
+        if not values:
+            problems.append(f"{name} sets no control")
+            continue
+        bad = False
+        for key, value in values.items():
+            try:
+                control = figure.control(key)
+            except KeyError:
+                problems.append(f"{name} sets {key!r}, which is not a control of Figure {figure.number:02d} "
+                                f"(it has {', '.join(c.key for c in figure.stateful_controls)})")
+                bad = True
+                continue
+            if isinstance(control, (Button, Play)):
+                problems.append(f"{name} sets {key!r}, a {type(control).__name__.lower()}: a try names a state, not an action")
+                bad = True
+            elif not _holds_exactly(control, value):
+                problems.append(f"{name} sets {key}={value!r}, not one of that control's values")
+                bad = True
+        if bad:
+            continue
+        state = figure.validate_state(values)
+        moved = {key: state[key] for key, value in values.items() if state[key] != value}
+        if moved:
+            problems.append(f"{name}: the figure's constraints move it to {moved}")
+            continue
+        decoded = decode_fragment(encode_state(figure, state))
+        if decoded is None or figure.validate_state(decoded[1]) != state:
+            problems.append(f"{name}: its link does not lead back to its state")
+        key = _state_key(state)
+        if key == default:
+            problems.append(f"{name} is the default state (the Reset button goes there)")
+        elif key in seen:
+            problems.append(f"{name} is the same state as try {seen[key]!r}")
+        seen[key] = label
+    return problems
+
+
+TRY_LABEL_MAX = 48
+
+
+def _holds_exactly(control, value):
+    """``value`` is one the control holds as it is, not one it would snap or round."""
+    if isinstance(control, Toggle):
+        return isinstance(value, bool)
+    if isinstance(control, Number):
+        try:
+            return not isinstance(value, (bool, str)) and control.coerce(value) == value
+        except (TypeError, ValueError):
+            return False
+    return any(type(v) is type(value) and v == value for v in control.values)
 
 
 def nearby_states(figure, state, limit):

@@ -9,13 +9,20 @@ from models import mesh as mesh_model, reliability
 NUMBER = 1
 TITLE = "One program, many ranks"
 CAPTION = (
-    "Every GPU runs the same script as one process: its global rank is the number in its cell, its "
-    "local rank is its place inside the node, and every process first checks in with the rendezvous "
-    "store. The followed rank's tensor-parallel group (consecutive ranks in one node, orange) and "
-    "data-parallel group (one rank per TP group, blue) are filled in. Pick a rank with the slider or "
-    "click a GPU, change the tensor-parallel size, then switch on the divergent branch: the followed "
-    "rank skips the gradient AllReduce and the rest of its data-parallel group waits inside it until "
-    "the watchdog fires."
+    "Every GPU runs the same script as one process; the figure follows one rank and fills in its tensor-parallel "
+    "and data-parallel groups. Click any GPU to follow it instead."
+)
+NOTE = (
+    "The number in a cell is the process's global rank, and its place inside its node is its local rank; before "
+    "any collective runs, every process checks in with the rendezvous store. The tensor-parallel group (orange) is "
+    "a run of consecutive ranks in one node, the data-parallel group (blue) one rank from each tensor-parallel "
+    "group. With the divergent branch on, the followed rank skips the gradient AllReduce, and the rest of its "
+    "data-parallel group waits inside that collective until the watchdog fires."
+)
+TRIES = (
+    ("Skip the AllReduce", {"diverge": True}),
+    ("256 ranks, one skips", {"nodes": 32, "tp": 1, "diverge": True}),
+    ("Tensor-parallel groups of 8", {"tp": 8}),
 )
 
 CONTROLS = (

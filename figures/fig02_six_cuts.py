@@ -6,14 +6,23 @@ from models import checkpoint, cuts, fmt, strategies
 NUMBER = 2
 TITLE = "One step, six cuts"
 CAPTION = (
-    "Each panel is the same training step: layers run left to right, tokens top to bottom (lines "
-    f"between sequences), and the strip beneath is the state every layer keeps between steps: {cuts.LEDGER_BYTES_PER_PARAM} "
-    "bytes per parameter, bf16 weights and gradients plus fp32 master weights and Adam's two moments (no fp32 gradient "
-    f"copy; a checkpoint, which leaves out the gradients, keeps {checkpoint.checkpoint_bytes_per_param()}). The darker part is what one device keeps after the cut; "
-    "purple marks are where its collective fires. Choose a cut (or click its panel) and a degree, and "
-    "compare. Bytes sent count what one device puts on the wire in one optimizer step (bf16, ring "
-    "algorithms; for the pipeline an interior stage), with a step of 8 microbatches of one 4,096-token "
-    "sequence per model replica and the hidden size from parameters \u2248 12 \u00d7 layers \u00d7 hidden\u00b2."
+    "The same training step cut six ways: in each panel the darker part is what one device keeps after the cut, "
+    "and purple marks are where its collective fires. Bytes sent are what one device puts on the wire in one "
+    "optimizer step, in bf16 over ring algorithms, for 8 microbatches of one 4,096-token sequence per model replica."
+)
+NOTE = (
+    "In a panel, layers run left to right and tokens top to bottom, with a line between sequences; the strip "
+    "beneath is the state every layer keeps from one step to the next: "
+    f"{cuts.LEDGER_BYTES_PER_PARAM} bytes per parameter, bf16 weights and gradients plus fp32 master weights and "
+    "Adam's two moments (no fp32 gradient copy; a checkpoint, which leaves out the gradients, keeps "
+    f"{checkpoint.checkpoint_bytes_per_param()}). Click a panel to choose its cut. The hidden size follows from "
+    "parameters ≈ 12 × layers × hidden², and the pipeline's bytes are an interior stage's."
+)
+TRIES = (
+    ("Tensor cut", {"cut": "tensor"}),
+    ("ZeRO-3 cut", {"cut": "zero"}),
+    ("70B over 80 layers", {"params": 70_000_000_000, "layers": 80}),
+    ("70B, tensor cut", {"params": 70_000_000_000, "layers": 80, "cut": "tensor"}),
 )
 
 PARAMS = tuple(int(b * 1e9) for b in (1, 2, 5, 7, 7.5, 10, 13, 20, 50, 70, 100, 175, 200, 405, 500, 1000))

@@ -9,12 +9,20 @@ from models import collectives, fmt
 NUMBER = 3
 TITLE = "The collectives, as shapes"
 CAPTION = (
-    "Each column is a rank and each square a chunk of its buffer, coloured by the ranks whose data it "
-    "holds (stripes: a sum). Step through an operation one transfer round at a time and watch a ring "
-    "AllReduce turn into a ReduceScatter followed by an AllGather, a tree Broadcast fan out, an All-to-All "
-    "swap every pair. Below, the alpha-beta time of the same operation over N ranks for a buffer of the "
-    "chosen size (the full buffer: AllGather's output, ReduceScatter's input, each rank's send buffer for "
-    "All-to-All), split into its latency and bandwidth parts; bandwidth is per rank, in one direction."
+    "Each column is a rank and each square a chunk of its buffer, coloured by whose data it holds: step through an "
+    "operation one round of transfers at a time. Below, the alpha-beta time of the same operation over N ranks, "
+    "split into its latency and bandwidth parts."
+)
+NOTE = (
+    "Stripes mark a sum. A ring AllReduce turns into a ReduceScatter followed by an AllGather, a tree Broadcast "
+    "fans out, an All-to-All swaps every pair. The buffer size is the full buffer: AllGather's output, "
+    "ReduceScatter's input, each rank's send buffer for All-to-All. Bandwidth is per rank, in one direction."
+)
+TRIES = (
+    ("Tree Broadcast", {"op": "broadcast", "algo": "tree"}),
+    ("All-to-All", {"op": "alltoall"}),
+    ("1 MB over 1,024 ranks", {"N": 1024, "size": 1_000_000}),
+    ("The same, by tree", {"N": 1024, "size": 1_000_000, "algo": "tree"}),
 )
 
 OPS = (("allreduce", "AllReduce"), ("reducescatter", "ReduceScatter"), ("allgather", "AllGather"),

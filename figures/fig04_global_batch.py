@@ -10,11 +10,19 @@ from models import fmt, sampler
 NUMBER = 4
 TITLE = "Where a global batch comes from, and how a sampler breaks it"
 CAPTION = (
-    "Top: one optimizer step, a grid of microbatches, one column per data-parallel rank and one row per accumulation "
-    "step. Middle: the dataset as a strip of sample indices for each epoch, each cell coloured by the rank that "
-    "drew it (red with a count: drawn more than once that epoch; empty: never drawn). Bottom: what a training "
-    "dashboard reports next to what an audit of the indices finds. Switch the sampler to a broken one: the "
-    "strip changes, the dashboard does not."
+    "One optimizer step as a grid of microbatches and, below it, the dataset as one strip per epoch, each sample "
+    "coloured by the rank that read it. A broken sampler changes the strip and leaves the dashboard as it was."
+)
+NOTE = (
+    "The grid has a column per data-parallel rank and a row per accumulation step. In the strip, a red cell with a "
+    "count was read more than once that epoch and an empty one never. At the bottom, what a training dashboard "
+    "reports sits beside what an audit of the sample indices finds."
+)
+TRIES = (
+    ("64 ranks", {"dp": 64}),
+    ("No rank offset", {"variant": "no_rank_offset"}),
+    ("No rank offset, 2 ranks", {"variant": "no_rank_offset", "dp": 2}),
+    ("set_epoch never called", {"variant": "epoch_not_set", "epochs": 4}),
 )
 
 POWERS = tuple(2**k for k in range(7))  # 1 .. 64

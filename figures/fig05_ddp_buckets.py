@@ -6,11 +6,19 @@ from models import ddp, fmt
 NUMBER = 5
 TITLE = "Gradient buckets firing during the backward pass"
 CAPTION = (
-    "The backward pass runs through the layers from the last to the first (top lane, red); each layer's gradient "
-    "drops into the open bucket, in PyTorch DDP's order: a first bucket of 1 MiB, then buckets of the cap. A full "
-    "bucket launches its ring AllReduce over 64 ranks on the communication lane (purple; the grey start of each "
-    "is its 2(N\u22121)\u03b1 of latency). What still runs after the backward ends is the exposed tail (red). "
-    "Drag the bucket cap from 1 MiB to 1 GiB and find where the tail is shortest."
+    "Gradients drop into buckets as the backward pass runs from the last layer to the first, and each full bucket "
+    "launches a ring AllReduce over 64 ranks; whatever still runs after the backward ends is the exposed tail. "
+    "Find the bucket cap that makes it shortest."
+)
+NOTE = (
+    "The top lane is backward compute (red) and the one beneath it communication (purple); the grey start of each "
+    "transfer is its 2(N−1)α of latency, and the exposed tail is drawn in red. Buckets fill in PyTorch "
+    "DDP's order: a first bucket of 1 MiB, then buckets of the cap."
+)
+TRIES = (
+    ("1 MiB buckets", {"bucket_mb": 1}),
+    ("1 GiB buckets", {"bucket_mb": 1024}),
+    ("A 450 GB/s link", {"bw_GBps": 450}),
 )
 
 RANKS = 64  # eight nodes of eight GPUs: the ring the buckets reduce over

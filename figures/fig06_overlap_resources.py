@@ -6,10 +6,18 @@ from models import fmt, hardware, overlap
 NUMBER = 6
 TITLE = "The three resources a \u201cfree\u201d overlap actually consumes"
 CAPTION = (
-    "A GEMM and a ring AllReduce start together. The gauges show what the collective takes while it runs: its link, "
-    "the SMs its NCCL channels hold, and a share of HBM bandwidth. Below, the timeline a diagram draws against the "
-    "one a profiler records, where the GEMM runs slower for as long as the collective is on. Raise the channels, "
-    "then the link bandwidth or the memory-bound share, and watch the overlap efficiency fall."
+    "A GEMM and a ring AllReduce start together, and the gauges show what the collective takes from the GEMM while "
+    "it runs: its link, the SMs its NCCL channels hold, and a share of HBM bandwidth."
+)
+NOTE = (
+    "Below the gauges, the timeline a diagram draws sits above the one a profiler records, where the GEMM runs "
+    "slower for as long as the collective is on. The overlap efficiency is the share of the collective's time that "
+    "really comes off the step."
+)
+TRIES = (
+    ("64 NCCL channels", {"channels": 64}),
+    ("A mostly memory-bound GEMM", {"mem_bound": 0.8}),
+    ("A 50 GB/s link", {"bw_GBps": 50}),
 )
 
 # The GPU whose SMs (and HBM bandwidth) the collective shares, by its SM count.

@@ -9,11 +9,18 @@ from models import fmt, hardware, memory
 NUMBER = 7
 TITLE = "Adding GPUs does not add memory"
 CAPTION = (
-    "Plain data parallelism on N GPUs, N from 1 to 4,096 on a log axis. Top: what each GPU holds (parameters, "
-    "gradients, optimizer state and any activations you add) against the chosen GPU's HBM. Bottom: the whole job, "
-    "what it needs and what its N GPUs have. Slide N: the top bars never move, the bottom lines climb together. "
-    "Then lower the parameters or change the GPU until the bars drop under the line. Sizes are in GB of 10\u2079 "
-    "bytes: a card sold as 80GB holds 80 GiB, 85.9 GB."
+    "Plain data parallelism on 1 to 4,096 GPUs: what each GPU must hold stays put as N grows, while what the whole "
+    "job needs and what its GPUs bring climb together."
+)
+NOTE = (
+    "Top: per GPU, the parameters, gradients, optimizer state and any activations you add, against the chosen GPU's "
+    "HBM. Bottom: the whole job, on a log axis of N. Sizes are in GB of 10⁹ bytes: a card sold as 80GB holds "
+    "80 GiB, 85.9 GB."
+)
+TRIES = (
+    ("4,096 GPUs", {"N": 4096}),
+    ("An MI300X", {"gpu": "mi300x"}),
+    ("A 1.3B model", {"params": 1_300_000_000}),
 )
 
 DEVICE_COUNTS = tuple(2**k for k in range(13))  # 1 .. 4096

@@ -6,9 +6,19 @@ from models import fmt, memory
 NUMBER = 8
 TITLE = "The ZeRO ladder"
 CAPTION = (
-    "Per-device bytes of parameters, gradients and optimizer state for plain data parallelism and the three "
-    "ZeRO stages, side by side, in decimal GB (10⁹ bytes). Set 7.5B parameters and N = 64 to recover the ZeRO paper's 120 / 31.4 / 16.6 / "
-    "1.88 GB; then raise N and watch which bars stop shrinking."
+    "Per-device bytes of parameters, gradients and optimizer state under plain data parallelism and the three ZeRO "
+    "stages, side by side. The default, 7.5B parameters sharded 64 ways, gives the ZeRO paper's "
+    "120 / 31.4 / 16.6 / 1.88 GB."
+)
+NOTE = (
+    "Sizes are in decimal GB (10⁹ bytes), and each stage's label gives its communication volume in units of "
+    "Ψ. As N grows, the bars of ZeRO-1 and ZeRO-2 stop shrinking; only ZeRO-3 shards every part of the ledger."
+)
+TRIES = (
+    ("8-way sharding", {"N": 8}),
+    ("1,024-way sharding", {"N": 1024}),
+    ("SGD with momentum", {"optimizer": "sgd_momentum"}),
+    ("Adam in fp32, ZeRO-1", {"stage": 1, "optimizer": "adam_fp32"}),
 )
 
 MODEL_SIZES = tuple(

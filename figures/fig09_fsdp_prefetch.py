@@ -9,11 +9,18 @@ NUMBER = 9
 TITLE = "FSDP with and without prefetch"
 CAPTION = (
     "The same FSDP step twice, one unit per layer: above, each unit's AllGather waits for the previous unit's "
-    "compute; below, it is issued while that compute runs. Purple bars are collectives on the wire (thick: "
-    "AllGather; thin: ReduceScatter), blue forward and red backward compute (twice as long), dashed dark red "
-    "marks compute waiting on the wire; the strip under each row counts the units gathered in full. "
-    "Raise the AllGather time past the compute time and watch gaps open even with prefetch; "
-    "switch off reshard after forward and watch the strip fill up."
+    "compute; below, it is issued while that compute runs."
+)
+NOTE = (
+    "Purple bars are collectives on the wire (thick: AllGather; thin: ReduceScatter), blue forward and red backward "
+    "compute (twice as long), and dashed dark red marks compute waiting on the wire. The strip under each timeline "
+    "counts the units gathered in full. The Prefetch switch picks the timeline the readouts describe."
+)
+TRIES = (
+    ("Gathers slower than compute", {"gather_ms": 20}),
+    ("No reshard after forward", {"reshard": False}),
+    ("128 units", {"units": 128}),
+    ("128 units, no prefetch", {"units": 128, "prefetch": False}),
 )
 
 TIME_STOPS = (0.5, 1, 2, 5, 10, 20, 50, 100)  # milliseconds, 1-2-5 per decade

@@ -10,11 +10,19 @@ NUMBER = 10
 UNITS = 32  # FSDP units (transformer blocks) per step: each pays its collectives' latency once
 TITLE = "HSDP: putting the chatty collective on the fast wire"
 CAPTION = (
-    "Each square is a GPU, each outlined box a node. A row is one shard group (AllGather and ReduceScatter at "
-    "every layer), a column one replica group (one AllReduce per step); rings are green inside a node, orange "
-    "across nodes. The bars compare every shard group size the world allows: model state per GPU, and "
-    f"communication per step ({UNITS} layers of one unit each; the thin top is the replica AllReduce). "
-    "Drag the shard group size from the whole world down to one GPU."
+    "Each square is a GPU and each outlined box a node: a row is one shard group, a column one replica group, and "
+    "the bars compare every shard group size the world allows."
+)
+NOTE = (
+    "A shard group runs an AllGather and a ReduceScatter at every layer, a replica group one AllReduce per step; "
+    "rings are green inside a node and orange across nodes. The bars give model state per GPU and communication "
+    f"per step ({UNITS} layers of one unit each; the thin top is the replica AllReduce)."
+)
+TRIES = (
+    ("Flat FSDP over 512", {"shard": 512}),
+    ("Shard groups of 2", {"shard": 2}),
+    ("1T parameters", {"params": 1_000_000_000_000}),
+    ("1T, shard groups of 256", {"params": 1_000_000_000_000, "shard": 256}),
 )
 
 POWERS = tuple(2 ** k for k in range(13))  # 1 ... 4096

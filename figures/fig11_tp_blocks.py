@@ -9,12 +9,19 @@ NUMBER = 11
 TITLE = "Column-parallel then row-parallel, block by block"
 ARTICLE_B, ARTICLE_S, ARTICLE_H = 1, 4096, 8192  # the text's worked example; bf16 (2 bytes)
 CAPTION = (
-    "A real block with 4 tokens and hidden size 8, computed on T ranks. Each cell is one number, shaded by its "
-    "value; its colour is the rank that holds it (numbered beside it), grey where every rank holds the same "
-    "matrix. Follow the outlined row, one token, down the steps: the first cut needs no communication, the "
-    "second leaves T partial sums, and one AllReduce finishes the block, matching the one-device result. Set the "
-    "order of the cuts to rows first and the nonlinearity meets partial sums. The AllReduce size is for b = 1, "
-    "s = 4,096, h = 8,192 in bf16."
+    "A real block with 4 tokens and hidden size 8, computed on T ranks: follow the outlined token down the steps, "
+    "from a first cut that needs no communication to the one AllReduce that finishes the block."
+)
+NOTE = (
+    "Each cell is one number, shaded by its value and coloured by the rank that holds it (numbered beside it); grey "
+    "means every rank holds the same matrix. The second cut leaves T partial sums, and the AllReduce adds them up to "
+    "the one-device result. Cut rows first and the nonlinearity meets partial sums. The AllReduce size is for "
+    "b = 1, s = 4,096, h = 8,192 in bf16."
+)
+TRIES = (
+    ("Rows first", {"order": "row_first"}),
+    ("Eight ranks", {"T": 8}),
+    ("The attention block", {"block": "attention"}),
 )
 SEEDS = 100
 

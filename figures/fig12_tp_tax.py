@@ -8,11 +8,19 @@ from models import fmt, hardware, tensor
 NUMBER = 12
 TITLE = "The tensor-parallel tax, on the fast fabric and off it"
 CAPTION = (
-    "One transformer layer's training-step time on one rank of a tensor-parallel group of T, for T = 1 to 64. "
-    "Blue and red are the forward and backward matrix multiplies, which shrink with T but lose efficiency as they "
-    "narrow (an illustrative curve, not a measurement); the top segment is the four AllReduces, which nothing "
-    "hides. Green means they run on NVLink inside a node, orange on the network once the group spills past it. "
-    "Click a bar or move T; then try a smaller hidden size, or more GPUs per node."
+    "One transformer layer's training-step time on one rank of a tensor-parallel group of T, for T from 1 to 64: "
+    "the matrix multiplies shrink as T grows, the four AllReduces on top do not. Click a bar to pick its T."
+)
+NOTE = (
+    "Blue and red are the forward and backward matrix multiplies, which lose efficiency as they narrow (an "
+    "illustrative curve, not a measurement). Nothing hides the AllReduces: green while they run on NVLink inside a "
+    "node, orange on the network once the group spills past it."
+)
+TRIES = (
+    ("T = 16, across nodes", {"T": 16}),
+    ("An NVL72 rack", {"gpus": 72}),
+    ("Hidden size 4,096", {"hidden": 4096}),
+    ("h = 4,096 at T = 2", {"hidden": 4096, "T": 2}),
 )
 DEGREES = (1, 2, 4, 8, 16, 32, 64)
 NETWORK_LINKS = ("ib_hdr", "ib_ndr", "ib_xdr", "roce_400gbe")

@@ -6,11 +6,18 @@ from models import activations, fmt, tensor
 NUMBER = 13
 TITLE = "Alternating layouts: TP regions and SP regions"
 CAPTION = (
-    "One transformer layer's forward pass on rank 0 of a tensor-parallel group of t. Each box is a region of the "
-    "layer with a sketch of the s x h activation it works on, the part this rank holds filled in. Switch sequence "
-    "parallelism on: the LayerNorm and dropout regions stop holding the whole tensor, the AllReduce at each exit "
-    "becomes a ReduceScatter and an AllGather appears at each entrance, and the bytes sent stay the same. Below, "
-    "the bytes one layer keeps for backward (Korthikanti et al. 2022, Table 2); the defaults are their 22B model."
+    "One transformer layer's forward pass on rank 0 of a tensor-parallel group of t, each region sketched with the "
+    "part of its s × h activation this rank holds. Below, the bytes one layer keeps for the backward pass."
+)
+NOTE = (
+    "With sequence parallelism on, the LayerNorm and dropout regions hold a 1/t slice of the tokens, the AllReduce "
+    "at each exit becomes a ReduceScatter and an AllGather appears at each entrance, and the bytes sent stay the "
+    "same. The memory accounting is Table 2 of Korthikanti et al. (2022); the defaults are their 22B model."
+)
+TRIES = (
+    ("Sequence parallelism", {"sp": True}),
+    ("SP and selective recompute", {"sp": True, "recompute": "selective"}),
+    ("One 128k sequence", {"t": 1, "s": 131072, "b": 1, "h": 4096, "a": 32, "recompute": "selective"}),
 )
 HIDDEN_SIZES = (1024, 2048, 4096, 6144, 8192, 12288, 16384, 20480, 25600)  # with the paper's 22B-1T models
 HEADS = (8, 16, 32, 64, 96, 128, 160)

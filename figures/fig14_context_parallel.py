@@ -9,12 +9,19 @@ from models import context, fmt, hardware
 NUMBER = 14
 TITLE = "Ring attention and Ulysses, side by side"
 CAPTION = (
-    "The same causal attention split over C ranks two ways, for one layer's forward pass. Top left, the score "
-    "matrix cut into chunks and coloured by the rank whose queries it holds; top right, what each rank computes "
-    "at each of ring attention's C steps (grey: idle). Below, Ulysses swaps a split by tokens for a split by heads "
-    "with All-to-Alls, which works only while every rank gets a whole KV head. At the bottom, both schemes' "
-    "communication time for every C, on the node's own links and then on the network. Try the two-chunk layout, "
-    "then raise C past the KV heads."
+    "The same causal attention split over C ranks two ways, ring attention and Ulysses, for one layer's forward "
+    "pass, with both schemes' communication time for every C at the bottom."
+)
+NOTE = (
+    "Top left, the score matrix cut into chunks and coloured by the rank whose queries it holds; top right, what "
+    "each rank computes at each of the ring's C steps (grey: idle). Ulysses swaps a split by tokens for a split by "
+    "heads with All-to-Alls, which works only while every rank gets a whole KV head. Communication is priced on the "
+    "node's own links, then on the network."
+)
+TRIES = (
+    ("Two chunks per rank", {"layout": "two_chunks"}),
+    ("Multi-head attention", {"kv_heads": 64}),
+    ("16 ranks", {"C": 16}),
 )
 SCALE_UP = ("nvlink3", "nvlink4", "nvlink5", "infinity_fabric_mi300x", "pcie4_x16", "pcie5_x16")
 NETWORK = ("ib_hdr", "ib_ndr", "ib_xdr", "roce_400gbe")

@@ -10,10 +10,19 @@ from models import fmt, pipeline
 NUMBER = 15
 TITLE = "Four pipeline schedules on one clock"
 CAPTION = (
-    "GPipe, 1F1B, interleaved 1F1B and zero-bubble (ZB-H1) for the same P stages and m microbatches, on a shared "
-    "time axis. Blue is forward, red backward, teal the deferred weight-gradient half, each numbered by its "
-    "microbatch where there is room; gaps are the bubble. "
-    "Try P = 8, m = 8, then drag m towards 64 and watch the bubble fall."
+    "GPipe, 1F1B, interleaved 1F1B and zero-bubble (ZB-H1) run the same P stages and m microbatches on one "
+    "shared clock, so the idle gaps, the bubble, compare directly."
+)
+NOTE = (
+    "Blue bars are forward passes, red the backward passes, teal the weight-gradient half that ZB-H1 defers; "
+    "each bar carries its microbatch number where it fits. A row is one device, and the lengths of the four "
+    "panels are to scale with each other."
+)
+TRIES = (
+    ("8 stages, 8 microbatches", {"P": 8, "m": 8}),
+    ("8 stages, 64 microbatches", {"P": 8, "m": 64}),
+    ("Interleave 4 chunks", {"P": 8, "m": 8, "v": 4}),
+    ("A single microbatch", {"m": 1}),
 )
 
 CONTROLS = (

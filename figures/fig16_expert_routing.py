@@ -8,10 +8,20 @@ from models import experts, fmt
 NUMBER = 16
 TITLE = "Token routing, capacity, and the two all-to-alls"
 CAPTION = (
-    "One rank's tokens (dots) travel through the dispatch All-to-All to the experts that the router picked, "
-    "k per token. Each expert fills up to its capacity line; the overflow falls through and rides the "
-    "residual; the combine All-to-All brings the results back. Raise the skew to tilt the router, drop the "
-    "balancing weight α to 0 and press Train one step a few times: a few experts swallow the batch."
+    "One rank's tokens travel through the dispatch All-to-All to the k experts the router picked for each, fill "
+    "them up to their capacity lines, and come back through the combine All-to-All."
+)
+NOTE = (
+    "A dot stands for several tokens (the drawing says how many). Tokens that overflow an expert fall through its "
+    "floor in red and ride the residual instead. Train one step moves the router as training would: with the "
+    "balancing weight α at 0, a few experts soon swallow the batch."
+)
+TRIES = (
+    ("An even router", {"skew": 0}),
+    ("Even router, capacity 1.0", {"skew": 0, "cf": "1"}),
+    ("No balancing, 20 steps", {"alpha": 0, "step": 20}),
+    ("Collapsed, no capacity limit", {"alpha": 0, "step": 20, "cf": "none"}),
+    ("Top-1 routing", {"k": 1}),
 )
 
 MAX_STEPS = 20

@@ -12,10 +12,17 @@ from models.mesh import AXES, GROUP_AXES, Mesh, axis_crosses_node, group_ranks, 
 NUMBER = 17
 TITLE = "The device mesh, explorable"
 CAPTION = (
-    "Every square is a GPU rank, boxed by node and numbered in launch order; the axis listed first in the "
-    "order varies fastest. Pick a rank (click it, or use the slider) to fill its group on the chosen axis "
-    "and mark its other groups. Links are solid inside a node and dashed where a group crosses the network. "
-    "Try the order dp-tp-cp-pp: the tensor-parallel groups leave their nodes."
+    "Every square is a GPU rank, boxed by node and numbered in launch order, with the axis listed first in the "
+    "order varying fastest. Click a rank to fill its group on the chosen axis and mark its other groups."
+)
+NOTE = (
+    "Links between the members of a group are solid inside a node and dashed where the group crosses the network. "
+    "List data parallelism first and the tensor-parallel groups leave their nodes."
+)
+TRIES = (
+    ("Order dp-tp-cp-pp", {"order": "dp-tp-cp-pp"}),
+    ("TP 16 on 8-GPU nodes", {"tp": 16}),
+    ("Expert groups of 8", {"ep": 8, "axis": "ep"}),
 )
 
 POWERS = tuple(2**i for i in range(13))  # 1 .. 4096

@@ -8,13 +8,21 @@ from models import step_timeline as model
 NUMBER = 18
 TITLE = "Where each strategy's communication sits"
 CAPTION = (
-    "One H100's training step, forward, backward, optimizer, with a lane per strategy you switch on. "
-    "A thin bar is a collective in flight while compute continues; a tall red bar is time the compute "
-    "waits for it. The default is Megatron-LM's layout for its 145.6B model (TP 8, PP 8, DP 24). "
-    "Every toggle keeps the GPUs and the global batch (in sequences, so in tokens) and only reshares the work; "
-    "the time axis stays that of the default layout (dashed line) unless the step outgrows it. "
-    "Switch on context or expert parallelism and watch the red grow; switch tensor and pipeline parallelism "
-    "off and see whether one backward pass of two sequences can hide the gradients, and whether the model fits."
+    "One H100's training step with a lane for each strategy switched on: a thin bar is a collective in flight while "
+    "compute goes on, a tall red bar is time the compute waits for it. It starts from Megatron-LM's layout for its "
+    "145.6B model (TP 8, PP 8, DP 24)."
+)
+NOTE = (
+    "The step runs forward, backward, then the optimizer. Every toggle keeps the GPUs and the global batch (in "
+    "sequences, so in tokens) and only reshares the work; the time axis stays that of the default layout (dashed "
+    "line) unless the step outgrows it. Context and expert parallelism add waiting of their own; with tensor and "
+    "pipeline parallelism off, a whole backward pass of two sequences is left to hide the gradient traffic, and "
+    "the model may no longer fit."
+)
+TRIES = (
+    ("Data parallelism alone", {"tp": False, "pp": False}),
+    ("Add context parallelism", {"cp": True}),
+    ("Add expert parallelism", {"ep": True}),
 )
 
 NETWORKS = ("ib_hdr", "ib_ndr", "ib_xdr", "roce_400gbe")

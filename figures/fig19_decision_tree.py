@@ -9,11 +9,19 @@ LEDGER = memory.OPTIMIZERS["adam_mixed"]  # the model state the ladder counts (Z
 NUMBER = 19
 TITLE = "The decision tree"
 CAPTION = (
-    "Each question is asked on one GPU, in order; the first that fails lights its branch, the fix "
-    "that costs the least communication, and what to check after it. The number that decides each "
-    f"branch is printed on it. Model state counts {LEDGER.bytes_per_param:g} bytes per parameter: bf16 weights and gradients, fp32 master "
-    "weights and Adam's two moments (no fp32 gradient copy). The default, a 7.5B model on 64 A100s, cannot hold its "
-    "120 GB of model state on one GPU. Try 1.7B, then raise the sequence to 128k, or the GPUs to 4,096."
+    "Each question is asked of one GPU, in order, and the first that fails lights its branch, the fix that costs the "
+    "least communication, and what to check after it. The default, a 7.5B model on 64 A100s, cannot hold its 120 GB "
+    "of model state on one GPU."
+)
+NOTE = (
+    "The number that decides each branch is printed on it, so you can see how far a setting is from flipping it. "
+    f"Model state counts {LEDGER.bytes_per_param:g} bytes per parameter: bf16 weights and gradients, fp32 master "
+    "weights and Adam's two moments (no fp32 gradient copy)."
+)
+TRIES = (
+    ("A 1.7B model", {"params": 1_700_000_000}),
+    ("1.7B at 128k tokens", {"params": 1_700_000_000, "seq": 131072}),
+    ("1.7B on 4,096 GPUs", {"params": 1_700_000_000, "gpus": 4096}),
 )
 
 CONTROLS = (

@@ -9,10 +9,18 @@ TITLE = "The same seven strategies, as one moving picture"
 CAPTION = (
     f"A toy GPT of {tour.TOY.layers} layers, width {tour.TOY.hidden} ({tour.TOY.params / 1e6:.1f}M parameters, "
     f"{tour.TOY.state_bytes / 1e6:.0f} MB of model state), trained on a batch of {tour.TOY.tokens:,} "
-    "tokens, cut seven ways. In each panel a column is a device, a row one layer: the bar is the share of "
-    "that layer's state the device holds (weights, gradients, optimizer state), the outlined row is being "
-    "computed, and the lines underneath are collectives, with the bytes they put on the wire. Press Play, "
-    "or step the frame slider; click a panel to enlarge it."
+    "tokens and cut seven ways, one panel each. Press Play, or step through the frames, to watch every cut take the "
+    "same step."
+)
+NOTE = (
+    "In each panel a column is a device and a row one layer: the bar is the share of that layer's state the device "
+    "holds (weights, gradients, optimizer state), the outlined row is being computed, and the lines underneath are "
+    "collectives, with the bytes they put on the wire. Click a panel to enlarge it."
+)
+TRIES = (
+    ("Enlarge ZeRO / FSDP", {"focus": "zero"}),
+    ("The pipeline, going backward", {"focus": "pp", "phase": 4}),
+    ("Two devices each", {"devices": 2}),
 )
 
 NAMES = {key: strategies.SHORT_NAMES[key] for key in tour.STRATEGIES}

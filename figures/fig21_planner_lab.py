@@ -10,11 +10,21 @@ from models.planner import validation
 NUMBER = 21
 TITLE = "The planner lab"
 CAPTION = (
-    "Pick a model and a cluster, or override any field (0 or 'preset' keeps the preset's value), then a global "
-    "batch, a sequence length (0: the model's) and the tokens to train on. The planner prices every layout that "
-    "fits and shows the fastest with its reasoning, the memory one GPU holds against its HBM and where a step's "
-    "time goes. Set any degree of the plan yourself to see what it costs and why it loses; copy the plan as "
-    "Megatron-LM arguments or a torchtitan config; compare the model with the published runs at the bottom."
+    "Pick a model and a cluster: the planner prices every layout that fits and shows the fastest, with its "
+    "reasoning, the memory one GPU holds and where a step's time goes. Pin any degree of the plan to see what it "
+    "costs."
+)
+NOTE = (
+    "Any field of a preset can be overridden: 0, or 'preset', keeps the preset's value, and a sequence length of 0 "
+    "is the model's own. A pinned degree is priced against the planner's own pick, with the reason it loses. Under "
+    "the plan, copy it as Megatron-LM arguments or a torchtitan config; at the bottom, the planner is checked "
+    "against published runs."
+)
+TRIES = (
+    ("Llama 3 405B on 16,384 H100s", {"model": "llama3-405b", "cluster": "dgx-h100", "gpus": 16384, "batch": 2048}),
+    ("Full recomputation", {"recompute": "full"}),
+    ("Pin tp = 8", {"tp": 8}),
+    ("Pin tp = 1", {"tp": 1}),
 )
 
 AUTO, PRESET = "auto", "preset"

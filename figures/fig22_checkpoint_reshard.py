@@ -11,13 +11,21 @@ NUMBER = 22
 FILESYSTEM_BYTES_PER_S = 100e9  # the parallel file system's aggregate write bandwidth
 TITLE = "Checkpoint geometry and resharding"
 CAPTION = (
-    "Top: one optimizer tensor, its rows left to right, as the saving ranks wrote it (one file per writer, or one "
-    "gathered file) and, below, as the restarted ranks need it; each line joins a new rank to a byte range it "
-    "must read. Change the number of ranks at restart, then switch off the layout metadata and see which "
-    "restarts still work. Bottom: time to save the whole model: bf16 weights, fp32 master weights and Adam's two "
-    f"moments, {checkpoint.checkpoint_bytes_per_param()} bytes per parameter (training holds 16: the checkpoint "
-    "leaves out the gradients, which the next step recomputes), by one gathering writer or by every rank, "
-    f"on a file system that takes at most {FILESYSTEM_BYTES_PER_S / 1e9:g} GB/s in all."
+    "One optimizer tensor as the saving ranks wrote it and as the restarted ranks need it, each line a byte range a "
+    "new rank must read; below, the time to save the whole model."
+)
+NOTE = (
+    "Rows run left to right, in one file per writer or one gathered file. Without the layout metadata a restarted "
+    "rank can only open the file with its own number and hope. The save time counts bf16 weights, fp32 master weights and Adam's "
+    f"two moments, {checkpoint.checkpoint_bytes_per_param()} bytes per parameter (training holds 16: the checkpoint "
+    "leaves out the gradients, which the next step recomputes), written by one gathering writer or by every "
+    f"rank, on a file system that takes at most {FILESYSTEM_BYTES_PER_S / 1e9:g} GB/s in all."
+)
+TRIES = (
+    ("64 ranks saved", {"src": 64}),
+    ("No layout metadata", {"metadata": False}),
+    ("A gathered checkpoint", {"mode": "gathered"}),
+    ("1T parameters, 64 ranks", {"params": 1_000_000_000_000, "src": 64}),
 )
 
 NETWORK = "ib_ndr"  # the gather to rank 0 before a gathered write

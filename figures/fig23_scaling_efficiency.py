@@ -9,10 +9,19 @@ from models import fmt, hardware, scaling
 NUMBER = 23
 TITLE = "Strong scaling, weak scaling, and the critical batch size"
 CAPTION = (
-    "Efficiency against world size N on a log axis. Purple: strong scaling of a fixed global batch (dashed once a "
-    "device would get less than one sample). Blue: weak scaling, a fixed batch per device. Red: what the weak run "
-    "really earns once its growing global batch passes the critical batch B_noise (grey dashed: E_min/E, the share "
-    "of examples that still buy progress). Drag N past the B = B_noise line: blue stays near the top while red halves."
+    "Efficiency against world size N on a log axis: strong scaling, weak scaling, and what the weak run really earns "
+    "once its growing global batch passes the critical batch B_noise."
+)
+NOTE = (
+    "Purple is strong scaling of a fixed global batch, dashed once a device would get less than one sample; blue "
+    "is weak scaling, a fixed batch per device; red is the weak run's real return. The grey dashed curve, E_min/E, "
+    "is the share of examples that still buy progress. Past the B = B_noise line, blue stays near the top while "
+    "red halves."
+)
+TRIES = (
+    ("16,384 GPUs", {"N": 16384}),
+    ("128 GPUs", {"N": 128}),
+    ("B_noise = 16,384", {"b_noise": 16384}),
 )
 
 POWERS_OF_TWO = tuple(2**k for k in range(18))

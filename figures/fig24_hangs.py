@@ -8,12 +8,20 @@ from models import fmt, reliability
 NUMBER = 24
 TITLE = "How a distributed run hangs"
 CAPTION = (
-    "Four ranks (2-way tensor × 2-way data parallel) on one clock: blue is compute, purple a collective moving data, "
-    "grey a rank waiting inside a collective for its peers, red a rank parked in a collective that can never complete; "
-    "the red dot marks the rank at fault, where the fault strikes. The bar on top is the whole run: training until the "
-    "fault, then the time lost until the watchdog fires, so moving the fault's time rescales it. "
-    "Pick a fault and watch who waits on whom (right) until the watchdog fires; below, what a flight-recorder dump "
-    "would hold and what to grep for. Try a rank stuck in I/O with the timeout at 10 min, then at 1 h."
+    "Four ranks (2-way tensor × 2-way data parallel) on one clock: pick a fault and watch who waits on whom "
+    "until the watchdog fires. Below, what a flight-recorder dump would hold and what to grep for."
+)
+NOTE = (
+    "Blue is compute, purple a collective moving data, grey a rank waiting inside a collective for its peers, and "
+    "red a rank parked in a collective that can never complete; the red dot marks the rank at fault, where the "
+    "fault strikes. The bar on top is the whole run: training until the fault, then the time lost until the "
+    "watchdog fires, so moving the fault's time rescales it. The graph on the right shows who waits on whom."
+)
+TRIES = (
+    ("A dead rank", {"fault": "dead_rank"}),
+    ("Stuck in I/O", {"fault": "io_stall"}),
+    ("Stuck in I/O, 1 h timeout", {"fault": "io_stall", "timeout_s": 3600}),
+    ("A slow rank, 2 s timeout", {"fault": "slow_rank", "timeout_s": 2}),
 )
 
 FAULTS = ("divergent_control_flow", "mismatched_order", "mismatched_shapes", "wrong_process_group", "dead_rank",

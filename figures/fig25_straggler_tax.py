@@ -8,10 +8,18 @@ from models import fmt, reliability
 NUMBER = 25
 TITLE = "The straggler tax"
 CAPTION = (
-    "Top: one step's per-rank times, drawn from the same normal distribution (spread cv = σ/μ), and the step "
-    "itself, which waits for the slowest rank; the shaded band is the average rank's wait. Bottom: that tax against N "
-    "on a log axis, exact (solid) beside the √(2 ln N) rule of thumb (dashed). Raise N without touching the spread "
-    "and the tax still grows; then add one bad card a few percent slow and watch it outweigh everything else."
+    "One step's per-rank times, all drawn from the same normal distribution, and the step itself, which waits for "
+    "the slowest rank; below, that straggler tax against N."
+)
+NOTE = (
+    "The spread is cv = σ/μ, and the shaded band is the time the average rank spends waiting. The lower "
+    "chart puts N on a log axis and draws the exact tax (solid) beside the √(2 ln N) rule of thumb (dashed)."
+)
+TRIES = (
+    ("8 GPUs", {"N": 8}),
+    ("16,384 GPUs", {"N": 16384}),
+    ("64 GPUs, 1% spread", {"N": 64, "cv": 0.01}),
+    ("...and one card 5% slow", {"N": 64, "cv": 0.01, "bad": 0.05}),
 )
 
 POWERS_OF_TWO = tuple(2**k for k in range(15))

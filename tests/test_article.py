@@ -89,9 +89,20 @@ def test_references_are_well_formed_and_cited(article):
 
 
 def test_every_internal_link_resolves(page):
+    """Every in-page link names an element, or a figure's state (``#fig-15:P=8``, the tries):
+    a figure on the page and only its controls' keys."""
+    from figures import registry
+    from figures.contract import decode_fragment
+
     ids = set(re.findall(r'\bid="([^"]+)"', page))
-    targets = set(re.findall(r'href="#([^"]+)"', page))
-    assert targets and targets <= ids, targets - ids
+    targets = set(html_lib.unescape(t) for t in re.findall(r'href="#([^"]+)"', page))
+    states = {t for t in targets if ":" in t}
+    assert targets and targets - states <= ids, targets - states - ids
+    assert states, "no figure links to a state of its own (its tries)"
+    for target in states:
+        number, values = decode_fragment(target)
+        figure = registry()[number]
+        assert figure.anchor in ids and values and all(figure.control(key) for key in values), target
 
 
 def test_each_figure_placed_or_marked_once_in_order(article):

@@ -410,7 +410,49 @@ setTimeout(function (ownScript) {
     };
     view.addEventListener("click", activate);
     view.addEventListener("keydown", activate);
+    // The row above the controls: each try sets the state its link names; Reset, the
+    // default state (both as a link to #fig-NN:... would, without scrolling the page).
+    // A try opened in a new tab or window is left to the browser: the link restores it.
+    const actions = element.querySelector('[data-role="actions"]');
+    this.resetButton = actions && actions.querySelector('[data-role="reset"]');
+    this.tryLinks = actions ? Array.from(actions.querySelectorAll('[data-role="try"]')) : [];
+    this.markedFragment = element.id;  // the state the buttons were last marked for (baked: the default)
+    if (actions) actions.addEventListener("click", function (event) {
+      const target = event.target.closest('[data-role="try"], [data-role="reset"]');
+      if (!target) return;
+      if (target.dataset.role === "try") {
+        if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+        event.preventDefault();
+        self.go(target.dataset.fragment);
+      } else if (target.getAttribute("aria-disabled") !== "true") {
+        self.go(element.id);
+      }
+    });
   }
+
+  // Set the figure to the state a fragment names (fig-15:P=8 or just fig-15, the default),
+  // through the worker's restore, as a link would; it supersedes any move not yet sent.
+  // The URL follows once it is painted. Before Python is ready it waits, like a press.
+  LiveFigure.prototype.go = function (fragment) {
+    if (worker.failed) return;
+    this.seq += 1;
+    this.dirty = false;
+    this.values = {};
+    this.queue.push({ restore: fragment });
+    this.rememberUrl = true;
+    this.request();
+  };
+
+  // Reset is disabled at the default state, and the try whose state is shown is marked.
+  LiveFigure.prototype.markState = function (fragment) {
+    if (fragment === this.markedFragment) return;
+    this.markedFragment = fragment;
+    if (this.resetButton) this.resetButton.setAttribute("aria-disabled", String(fragment === this.element.id));
+    this.tryLinks.forEach(function (link) {
+      if (link.dataset.fragment === fragment) link.setAttribute("aria-current", "true");
+      else if (link.hasAttribute("aria-current")) link.removeAttribute("aria-current");
+    });
+  };
 
   // Binds the controls; in a held chapter they first come out of their <template>
   // (figure.html), when the figure is shown.
@@ -464,7 +506,11 @@ setTimeout(function (ownScript) {
     viewsAhead.set(key, answer);
     this.dirty = false;  // these readings are answered
     if (this.paintedThisFrame) {
-      this.schedule(answer, this.seq);  // a burst of inputs in one frame: paint the newest once
+      // a burst of inputs in one frame: paint the newest once, on the next frame; busy till
+      // then (a slow machine's frame can be late: a reader, or a test, must not take the
+      // figure for painted while this one waits)
+      this.element.setAttribute("data-busy", "");
+      this.schedule(answer, this.seq);
     } else {
       this.paintNow(answer, false, this.seq);
     }
@@ -494,8 +540,11 @@ setTimeout(function (ownScript) {
     let pending, asked = null;
     const seq = this.seq;
     this.pressing = this.queue.length > 0;
+    let writeFields = false;  // a try or Reset rewrites typed fields too
     if (this.queue.length) {
-      pending = call("press", this.number, this.queue.shift().press, state);
+      const item = this.queue.shift();
+      writeFields = "restore" in item;
+      pending = writeFields ? call("restore", "#" + item.restore) : call("press", this.number, item.press, state);
     } else if (this.dirty || Object.keys(this.values).length) {
       const values = JSON.stringify(this.values), readings = this.readings();
       if (values === "{}") asked = this.readingsKey(readings);  // the answer's state is theirs alone
@@ -511,6 +560,8 @@ setTimeout(function (ownScript) {
       self.inflight = false;
       self.pressing = false;
       const answer = JSON.parse(text);
+      if (!answer) { self.settle(); return self.pump(); }  // (a fragment naming no figure: never one of ours)
+      answer.writeFields = writeFields;
       if (asked && answer.view && answer.view.key && !answer.error && !Object.keys(answer.errors).length) {
         keepAlias(self.number, asked, answer.view.key);
       }
@@ -541,7 +592,7 @@ setTimeout(function (ownScript) {
         self.frame = 0;
         const newest = self.answer;
         self.answer = null;
-        if (newest && self.answerSeq >= self.paintedSeq) self.paintNow(newest, false, self.answerSeq);
+        if (newest && self.answerSeq >= self.paintedSeq) self.paintNow(newest, !!newest.writeFields, self.answerSeq);
         else self.settle();
       });
     }
@@ -571,6 +622,7 @@ setTimeout(function (ownScript) {
       try {
         this.writeControls(view.controls, writeFields, view.limits);
         paintView(element, view);
+        this.markState(view.fragment);
       } finally {
         this.settle();  // a paint that throws (reported as a page error) must not leave the figure busy
       }
@@ -638,6 +690,8 @@ setTimeout(function (ownScript) {
     status.hidden = false;
     status.textContent = "Live figures are unavailable here: this drawing shows the figure's default state.";
     element.querySelector('[data-role="controls"]').setAttribute("inert", "");
+    // Tries and Reset could only set a live figure; Copy link still gives its address.
+    element.querySelectorAll('[data-role="tries"], [data-role="reset"]').forEach(function (node) { node.hidden = true; });
     Object.keys(this.timers).forEach((key) => clearInterval(this.timers[key]));
   };
 
@@ -847,6 +901,45 @@ setTimeout(function (ownScript) {
     if (!wide.matches && event.target.closest("a")) toc.open = false;
   });
 
+  // The contents mark the section being read (aria-current): the chapter that crosses a
+  // thin band a third of the way down the viewport. One observer, no scroll handler: the
+  // browser reports crossings off the main thread's scroll path, and nothing is measured
+  // while scrolling except, on a wide screen, the sidebar's own scroll position, when the
+  // mark moves past its visible part (read before the mark is written: no forced layout).
+  function markCurrentSection() {
+    if (!toc) return;
+    const links = new Map();  // chapter -> its entry in the contents, in page order
+    document.querySelectorAll(".chapter").forEach(function (chapter) {
+      const heading = chapter.querySelector("h2[id]");
+      const link = heading && toc.querySelector('a[href="#' + CSS.escape(heading.id) + '"]');
+      if (link) links.set(chapter, link);
+    });
+    const sidebar = toc.parentElement;
+    const crossing = new Set();
+    let current = null;
+    const band = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.isIntersecting) crossing.add(entry.target);
+        else crossing.delete(entry.target);
+      });
+      let next = null;
+      for (const chapter of links.keys()) if (crossing.has(chapter)) { next = chapter; break; }
+      if (!next || next === current) return;  // between chapters: the last one stays marked
+      const link = links.get(next);
+      let scrollTo = null;
+      if (wide.matches && sidebar.scrollHeight > sidebar.clientHeight) {
+        const top = link.offsetTop, bottom = top + link.offsetHeight;
+        if (top < sidebar.scrollTop || bottom > sidebar.scrollTop + sidebar.clientHeight) scrollTo = Math.max(0, top - sidebar.clientHeight / 3);
+      }
+      if (current) links.get(current).removeAttribute("aria-current");
+      link.setAttribute("aria-current", "location");
+      current = next;
+      if (scrollTo !== null) sidebar.scrollTop = scrollTo;
+    }, { rootMargin: "-33% 0px -66% 0px" });
+    links.forEach(function (link, chapter) { band.observe(chapter); });
+  }
+  markCurrentSection();
+
   // A drawing (or a long equation) wider than its column scrolls sideways: say so, and
   // let the keyboard reach it, while it does.
   function markOverflow(box) {
@@ -875,9 +968,18 @@ setTimeout(function (ownScript) {
   addEventListener("resize", function () { clearTimeout(resizeTimer); resizeTimer = setTimeout(measureEquations, 300); });
 
   // Printing shows every figure as it is now: charts not yet drawn are drawn first.
+  // A figure's "How to read it" prints open.
+  const foldedForPrint = [];
   addEventListener("beforeprint", function () {
+    document.querySelectorAll('details[data-role="more"]:not([open])').forEach(function (details) {
+      details.open = true;
+      foldedForPrint.push(details);
+    });
     revealThrough(heldBlocks.length - 1);
     if (window.Plotly) document.querySelectorAll("figure[data-figure]").forEach(ensureChart);
+  });
+  addEventListener("afterprint", function () {
+    foldedForPrint.splice(0).forEach(function (details) { details.open = false; });
   });
 
   // After the first visit the site works offline: a service worker keeps every file.

@@ -177,6 +177,9 @@ def test_page_is_complete_when_python_cannot_start(browser, base_url):
             " f.querySelector('[data-role=controls]').inert])")
         assert statuses and all(state == "static" and "unavailable" in text and "\n" not in text and inert
                                 for state, text, inert in statuses), statuses
+        # tries and Reset could only set a live figure: gone; Copy link stays
+        assert page.eval_on_selector_all("[data-role=tries], [data-role=reset]", "ns => ns.length > 25 && ns.every(n => n.hidden)")
+        assert page.is_visible("#fig-15 [data-role=copy-link]")
         assert page.locator("#fig-15 [data-role=view] svg path.op-F").count() > 0
         assert_shows(page, registry()[15], registry()[15].default_state())
         page.evaluate("document.getElementById('fig-08').scrollIntoView()")
