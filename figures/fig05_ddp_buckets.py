@@ -6,7 +6,7 @@ from models import ddp, fmt
 NUMBER = 5
 TITLE = "Gradient buckets firing during the backward pass"
 CAPTION = (
-    "The backward pass runs through the layers from the last to the first (top lane, red); each layer's gradient "
+    "The backward pass runs through the layers from the last to the first (top lane, dark slate); each layer's gradient "
     "drops into the open bucket, in PyTorch DDP's order: a first bucket of 1 MiB, then buckets of the cap. A full "
     "bucket launches its ring AllReduce over 64 ranks on the communication lane (purple; the grey start of each "
     "is its 2(N\u22121)\u03b1 of latency). What still runs after the backward ends is the exposed tail (red). "
@@ -84,7 +84,8 @@ def render(state):
                            label="Backward compute lane and bucketed AllReduce lane of one DDP step")
     readouts = (
         Readout("buckets", "buckets", fmt.count(buckets), buckets),
-        Readout("exposed_comm_s", "exposed tail", fmt.duration(step.exposed_comm_s), step.exposed_comm_s, "exposed"),
+        Readout("exposed_comm_s", "exposed tail", fmt.duration(step.exposed_comm_s), step.exposed_comm_s,
+                "exposed" if step.exposed_comm_s > 0 else None),
         Readout("step_comm_s", "AllReduce time, all buckets", fmt.duration(step.total_comm_s), step.total_comm_s, "comm"),
         Readout("overlap_fraction", "hidden under backward", fmt.percent(step.overlap_fraction), step.overlap_fraction),
         Readout("latency_s", "of which latency (\u03b1)", fmt.duration(step.latency_total_s), step.latency_total_s, "idle"),

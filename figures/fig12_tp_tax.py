@@ -9,9 +9,9 @@ NUMBER = 12
 TITLE = "The tensor-parallel tax, on the fast fabric and off it"
 CAPTION = (
     "One transformer layer's training-step time on one rank of a tensor-parallel group of T, for T = 1 to 64. "
-    "Blue and red are the forward and backward matrix multiplies, which shrink with T but lose efficiency as they "
+    "Light and dark slate are the forward and backward matrix multiplies, which shrink with T but lose efficiency as they "
     "narrow (an illustrative curve, not a measurement); the top segment is the four AllReduces, which nothing "
-    "hides. Green means they run on NVLink inside a node, orange on the network once the group spills past it. "
+    "hides. Lavender means they run on NVLink inside a node, plum on the network once the group spills past it. "
     "Click a bar or move T; then try a smaller hidden size, or more GPUs per node."
 )
 DEGREES = (1, 2, 4, 8, 16, 32, 64)

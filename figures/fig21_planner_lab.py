@@ -55,7 +55,7 @@ CONTROLS = (
 
 MEMORY_COLOURS = {"params": "params", "grads": "grads", "optimizer": "optimizer", "activations": "activations",
                   "buffers": "buffers"}
-TIME_COLOURS = {"compute": "forward", "recompute": "weight", "bubble": "idle", "tp_comm": "tp", "cp_comm": "cp",
+TIME_COLOURS = {"compute": "compute", "recompute": "forward", "bubble": "idle", "tp_comm": "tp", "cp_comm": "cp",
                 "ep_comm": "ep", "pp_comm": "pp", "dp_comm": "dp", "optimizer": "optimizer_step"}
 # Drawn 400 units wide with 14.5-unit labels (the "svg-compact" drawings): 11 px on a phone.
 WIDTH, BAR, PAD, CHAR = 400, 26, 4, 8.2  # CHAR: width of one 14.5-unit label character
@@ -121,10 +121,10 @@ def _worst_error():
     return max(abs(check.error) for check in planner.validate())
 
 
-def _bar(top, title, parts, colours, names, scale, fmt_value, marks=()):
+def _bar(top, title, parts, colours, names, scale, fmt_value, marks=(), title_style=None):
     """One stacked horizontal bar: its title, marks (x, label) under it and a legend that
     names every part with its value (colour is never the only cue)."""
-    out = [svg.text(PAD, top + 14, title, class_="svg-label svg-strong")]
+    out = [svg.text(PAD, top + 14, title, class_="svg-label svg-strong", style=title_style)]
     x, legend_x, legend_y = PAD, PAD, top + BAR + (56 if marks else 40)
     for key, value in parts:
         if value <= 0:
@@ -139,7 +139,7 @@ def _bar(top, title, parts, colours, names, scale, fmt_value, marks=()):
         legend_x += 28 + CHAR * len(label)
         x += width
     for (mark_x, label), label_y in zip(marks, (top + 22 + BAR + 18, top + 14)):  # usable below, HBM above
-        out.append(svg.segments([(mark_x, top + 18, mark_x, top + 22 + BAR + 6)], class_="stroke-hbm",
+        out.append(svg.segments([(mark_x, top + 18, mark_x, top + 22 + BAR + 6)], class_="stroke-capacity",
                                 stroke_dasharray="4 3"))
         out.append(svg.text(mark_x - 3, label_y, label, class_="svg-label-soft", text_anchor="end"))
     return out, legend_y + 8
@@ -150,7 +150,8 @@ def _drawing(plan, e):
     title = (f"Memory per GPU: {fmt.gigabytes(e.memory_bytes)} of {fmt.gigabytes(e.usable_bytes)}"
              + ("" if e.fits else ", too much"))
     parts, bottom = _bar(0, title, e.memory_breakdown.items(), MEMORY_COLOURS, planner.MEMORY_NAMES, scale,
-                         fmt.gigabytes, ((PAD + e.usable_bytes * scale, "usable"), (PAD + e.hbm_bytes * scale, "HBM")))
+                         fmt.gigabytes, ((PAD + e.usable_bytes * scale, "usable"), (PAD + e.hbm_bytes * scale, "HBM")),
+                         title_style=None if e.fits else "fill:var(--c-warn)")
     more, bottom = _bar(bottom + 14, f"Step time: {fmt.duration(e.step_time_s)}", e.time_breakdown.items(),
                         TIME_COLOURS, planner.PART_NAMES, (WIDTH - 2 * PAD) / e.step_time_s, fmt.duration)
     return svg.document(WIDTH, bottom, parts + more, label=f"Per-GPU memory and step time of {plan.label()}",
@@ -220,7 +221,7 @@ def render(state):
         Readout("train_time_s", f"{fmt.si_count(state['tokens'])} tokens in", fmt.days(days), days),
         Readout("memory_bytes", "memory per GPU", fmt.gigabytes(e.memory_bytes), e.memory_bytes),
         Readout("fits", "fits in HBM", "yes" if e.fits else "no", "fits" if e.fits else "does-not-fit",
-                "ok" if e.fits else "warn"),
+                None if e.fits else "warn"),
         Readout("validation_error", "largest error on the published cases", fmt.percent(worst), worst),
         Readout("settings", "your overrides and pins", changed or "none", changed.replace(" ", "") or "none"),
     )

@@ -8,7 +8,7 @@ from models import fmt, reliability
 NUMBER = 24
 TITLE = "How a distributed run hangs"
 CAPTION = (
-    "Four ranks (2-way tensor × 2-way data parallel) on one clock: blue is compute, purple a collective moving data, "
+    "Four ranks (2-way tensor × 2-way data parallel) on one clock: slate is compute, purple a collective moving data, "
     "grey a rank waiting inside a collective for its peers, red a rank parked in a collective that can never complete. "
     "Pick a fault and watch who waits on whom (right) until the watchdog fires; below, what a flight-recorder dump "
     "would hold and what to grep for. Try a rank stuck in I/O with the timeout at 10 min, then at 1 h."
@@ -111,7 +111,7 @@ def _lanes(t, x, end, waits, axis):
             moving.append((x(r.started_s), y, x(r.ended_s) - x(r.started_s), BAR))
     parts = [svg.boxes(((LEFT, TOP + r * ROW, RIGHT - LEFT, BAR) for r in range(4)), class_="svg-lane"),
              svg.texts(((6, TOP + r * ROW + 13, f"rank {r}") for r in range(4)), class_="svg-label"),
-             svg.boxes(((x(a), TOP + r * ROW, x(b) - x(a), BAR) for r, a, b in t.compute if a < end), class_="fill-forward"),
+             svg.boxes(((x(a), TOP + r * ROW, x(b) - x(a), BAR) for r, a, b in t.compute if a < end), class_="fill-compute"),
              svg.boxes(waiting, class_="fill-idle"), svg.boxes(moving, class_="fill-comm"),
              svg.boxes(parked, class_="fill-warn svg-faint stroke-warn")]
     for rank in range(4):

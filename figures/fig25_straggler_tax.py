@@ -9,7 +9,7 @@ NUMBER = 25
 TITLE = "The straggler tax"
 CAPTION = (
     "Top: one step's per-rank times, drawn from the same normal distribution (spread cv = σ/μ), and the step "
-    "itself, which waits for the slowest rank; the shaded band is the average rank's wait. Bottom: that tax against N "
+    "itself, which waits for the slowest rank; the hatched grey band is the average rank's wait. Bottom: that tax against N "
     "on a log axis, exact (solid) beside the √(2 ln N) rule of thumb (dashed). Raise N without touching the spread "
     "and the tax still grows; then add one bad card a few percent slow and watch it outweigh everything else."
 )
@@ -51,7 +51,7 @@ def render(state):
     parts = [
         svg.boxes([(px(1), HIST_TOP - 6, px(max(exact, 1 + tax)) - px(1), HIST_H + 6)], class_="fill-idle svg-faint"),
         svg.boxes(((LEFT + k * width, HIST_BOTTOM - HIST_H * c / tallest, width - 1, HIST_H * c / tallest)
-                   for k, c in enumerate(counts) if c), class_="fill-forward"),
+                   for k, c in enumerate(counts) if c), class_="fill-compute"),
         svg.segments([(LEFT, HIST_BOTTOM, W - RIGHT, HIST_BOTTOM)] + [(px(1 + v), HIST_BOTTOM, px(1 + v), HIST_BOTTOM + 4) for v in ticks], class_="svg-axis"),
         svg.texts(((px(1 + v), HIST_BOTTOM + 16, "μ" if abs(v) < 1e-9 else f"{'+' if v > 0 else '-'}{fmt.percent(abs(v), 1 if tick < 0.01 else 0)}")
                    for v in ticks), class_="svg-label-soft", text_anchor="middle"),
