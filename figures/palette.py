@@ -82,7 +82,7 @@ _COLOURS = (
     # bad: the only reds
     Colour("exposed", "bad", "exposed communication: no compute hides it, the step waits", "#d03c1a", "#f86036",
            ("red", "vermillion"), ("exposed", "wait", "tail", "ulysses")),
-    Colour("warn", "bad", "bad: dropped, over budget, does not fit, wrong, failed or hung", "#b13e4a", "#c54e58",
+    Colour("warn", "bad", "bad: dropped, over budget, does not fit, wrong, failed or hung", "#b13e4a", "#df6472",
            ("red", "crimson"), ("drop", "fail", "fit", "hang", "hung", "block", "stuck", "wrong", "differ", "error",
                                 "left waiting", "repeat", "distinct", "bad")),
     # one hue per parallelism axis (Okabe & Ito); HSDP draws shard groups in zero, replica groups in dp
@@ -110,7 +110,7 @@ _COLOURS = (
     Colour("capacity", "memory", "a capacity line: a GPU's HBM, an expert's token slots", "#1d1f23", "#e6e4df",
            ("black", "white"), ("capacity", "hbm", "slot")),
     # who holds a piece of data
-    Colour("replicated", "data", "held whole by every rank (and the one-device reference)", "#a3a297", "#88877d",
+    Colour("replicated", "data", "held whole by every rank (and the one-device reference)", "#a3a297", "#9e9b91",
            ("grey", "gray"), ("replicat", "whole", "every rank", "one device", "layernorm", "dropout")),
     # ranks, for figures that colour data by the rank it came from (8 distinct, then the cycle repeats)
     Colour("rank0", "data", "rank 0", "#7aace0", "#8cbff7", ("blue",), _RANK_WORDS),

@@ -191,6 +191,16 @@ def _draws(element):
     return tag in ("circle", "line", "polyline", "polygon", "ellipse")
 
 
+def text_colours(view):
+    """The palette keys a drawing writes text in (a <text> with a colour class or variable)."""
+    keys = set()
+    for element in ET.fromstring(view.svg).iter(f"{SVG}text") if view.svg else ():
+        keys |= {m.group(2) for css in (element.get("class") or "").split() for m in [COLOUR_CLASS.match(css)]
+                 if m and m.group(1) == "fill"}
+        keys |= set(COLOUR_VARIABLE.findall(element.get("style") or ""))
+    return keys
+
+
 def colour_uses(view):
     """(every palette key the view names, the keys its drawing paints with, the CSS colour
     classes it uses that are not palette keys)."""
@@ -300,6 +310,18 @@ def test_keys_drawn_together_differ_more_also_to_a_dichromat(theme):
             if delta_e(colour_a, colour_b, deficiency) < needed:
                 failures.append((number, a, b, deficiency, round(delta_e(colour_a, colour_b, deficiency), 1)))
     assert not failures, failures
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_text_written_in_a_colour_reads_on_the_page(theme):
+    """A verdict written in a key's colour (Figures 04, 07, 21, 22 write what fails in red)
+    contrasts 4.5:1 with the paper and the panel."""
+    index = THEMES.index(theme)
+    written = {key for figure in FIGURES for _, view in views(figure.number) for key in text_colours(view)}
+    assert "warn" in written
+    for key in written:
+        for page in (palette.PAPER[index], palette.PANEL[index]):
+            assert palette.contrast(_value(palette.COLOURS[key], theme), page) >= TEXT_CONTRAST, (key, theme, page)
 
 
 # ---- colour words ----------------------------------------------------------------------------
