@@ -195,7 +195,8 @@ def css():
         return values + chunks + f"--c-idle-hatch:{IDLE_HATCH[index]};"
     classes = "".join(
         f".fill-{c.key}{{fill:var(--c-{c.key})}}.stroke-{c.key}{{stroke:var(--c-{c.key})}}"
-        f".bg-{c.key}{{background:var(--c-{c.key})}}.on-{c.key}{{--on:var(--on-{c.key})}}" for c in _COLOURS
+        f".bg-{c.key}{{background:var(--c-{c.key})}}.on-{c.key}{{--on:var(--on-{c.key});--under:var(--c-{c.key})}}"
+        for c in _COLOURS
     )
     hatch = (f".fill-idle{{fill:url(#{IDLE_PATTERN}) var(--c-idle)}}.stroke-idle{{stroke:url(#{IDLE_PATTERN}) var(--c-idle)}}"
              ".bg-idle{background:repeating-linear-gradient(-45deg,var(--c-idle) 0 2.5px,var(--c-idle-hatch) 2.5px 4px)}"
