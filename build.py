@@ -572,6 +572,7 @@ def build(dist=ROOT / "dist", base_url="/"):
             preview_image=f"{site_url or base_url}{preview}",
             canonical_url=site_url,
             palette_dark=json.dumps(palette.dark_map(), sort_keys=True),
+            palette_defs=palette.svg_defs(),
         )
     except jinja2.TemplateError as error:
         raise BuildError(f"{template_location(error)}: template error: {error}") from error

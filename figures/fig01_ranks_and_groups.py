@@ -125,7 +125,7 @@ def render(state):
         Readout("tp_group_first", "first rank of its TP group", str(tp_group[0]), tp_group[0], "tp"),
         Readout("dp_group_size", "DP group size", f"{len(dp_group)} ranks", len(dp_group), "dp"),
         Readout("blocked_ranks", "ranks left waiting", str(len(hang.blocked)) if hang else "0 (no branch taken)",
-                len(hang.blocked) if hang else 0, "warn"),
+                len(hang.blocked) if hang else 0, "warn" if hang and hang.blocked else None),
     )
     alt = (f"{nodes} node{'s' if nodes > 1 else ''} of {gpus} GPUs: {world} processes of one program, each "
            f"checked into the rendezvous store. Rank {rank} sits on node {node} as local rank {local}; its "

@@ -82,7 +82,7 @@ def _panel(cut, d, layers, x, y, chosen, step):
         keep += [(bx + l * lw + part, top, lw / 2 / (d if part else 1), h)
                  for l in range(layers) for part in (0, lw / 2) for top, h in ((by, BLOCK_H), (sy, STRIP_H))]
         marks += [(bx + (l + 0.75) * lw - 2, by - 7) for l in range(0, layers, every)]
-    colour = AXIS_COLOUR[cut] if chosen else "idle"
+    colour = AXIS_COLOUR[cut]  # every cut in its axis's hue; the ones not chosen are muted (svg-muted)
     what, when = (step.what, step.when) if not isinstance(step, str) else ("not possible here:", "more stages than layers")
     parts = [
         svg.boxes(((bx, by, BLOCK_W, BLOCK_H), (bx, sy, BLOCK_W, STRIP_H)), class_=f"fill-{colour}", fill_opacity="0.22"),
@@ -111,8 +111,7 @@ def render(state):
     step, card = steps[chosen], strategies.card(cuts.CARD_KEYS[chosen])
     readouts = (
         Readout("model_state_bytes_per_device", f"model state per device ({cuts.LEDGER_BYTES_PER_PARAM} B per parameter)",
-                fmt.gigabytes(step.model_state_bytes),
-                step.model_state_bytes, AXIS_COLOUR[chosen]),
+                fmt.gigabytes(step.model_state_bytes), step.model_state_bytes),
         Readout("comm_bytes_per_step_per_device", "sent per device per step", fmt.gigabytes(step.comm_bytes),
                 step.comm_bytes, "comm"),
         Readout("collective", "collective", f"{step.what}, {step.when}, over {step.group}", step.collective),

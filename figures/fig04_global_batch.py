@@ -49,9 +49,10 @@ GREY, WARN, EMPTY = DRAWN_RANKS, DRAWN_RANKS + 1, DRAWN_RANKS + 2  # strip cell 
 
 
 def _rank_colour(rank):
-    """(palette key, opacity) of a rank: 8 hues, the second eight lighter, ranks from 16 on grey."""
+    """(palette key, opacity) of a rank: 8 hues, the second eight lighter; ranks from 16 on
+    have no colour of their own (None: the page's neutral grey)."""
     if rank >= DRAWN_RANKS:
-        return "idle", 1.0
+        return None, 1.0
     return palette.rank_key(rank), (1.0 if rank < palette.RANK_COLOURS else 0.55)
 
 
@@ -72,7 +73,8 @@ def _batch_grid(parts, state, batch, steps):
     for c in range(cols):  # a column of microbatches per rank, in the rank's colour
         colour, opacity = _rank_colour(c)
         parts.append(svg.boxes([(X0 + c * cell_w, top + r * cell_h, cell_w - 1.5, cell_h - 1.5) for r in range(rows)],
-                               class_=f"fill-{colour}", fill_opacity=opacity if opacity < 1 else None))
+                               class_=f"fill-{colour}" if colour else "svg-neutral-fill",
+                               fill_opacity=opacity if opacity < 1 else None))
     bottom = top + rows * cell_h
     if cell_w >= 14:  # rank numbers under the columns, stroked (one path)
         parts.append(svg.numerals([([X0 + (c + 0.5) * cell_w - 0.75 for c in range(cols)], bottom + 8, range(cols))],
@@ -119,10 +121,10 @@ def _strips(parts, state, audit, top):
     for code, lanes in sorted(by_colour.items()):
         colour, opacity = _rank_colour(code) if code <= GREY else ("warn" if code == WARN else "empty", 1.0)
         parts.append(svg.lanes(lanes, x=X0, y=y0, x_scale=cell, lane_height=row_h, fill_ratio=0.88,
-                               class_="svg-empty" if colour == "empty" else f"stroke-{colour}",
+                               class_="svg-empty" if colour == "empty" else f"stroke-{colour}" if colour else "svg-neutral-stroke",
                                stroke_opacity=opacity if opacity < 1 else None))
     if numbered:
-        parts.append(svg.numerals(numbered, class_="op-label"))
+        parts.append(svg.numerals(numbered, class_="op-label on-warn"))
     y = y0 + len(audit.strips) * block * row_h
     legend = [f"ranks {DRAWN_RANKS} to {state['dp'] - 1} in grey"] * (state["dp"] > DRAWN_RANKS)
     if audit.padding_draws and state["variant"] == "correct":
@@ -132,7 +134,7 @@ def _strips(parts, state, audit, top):
 
 
 def _dashboard(parts, state, audit, batch, top):
-    ok, bad = "fill:var(--c-ok)", "fill:var(--c-warn)"
+    ok, bad = None, "fill:var(--c-warn)"  # what passes stays in ink: only what fails is coloured (red)
     dashboard = (
         f"{fmt.count(batch)} per step",
         f"{fmt.count(audit.draws_per_epoch)} per epoch",
@@ -176,15 +178,14 @@ def render(state):
     readouts = (
         Readout("global_batch", "samples per optimizer step", fmt.count(batch), batch),
         Readout("unique_fraction", "distinct / drawn", fmt.percent(audit.unique_fraction),
-                audit.unique_fraction, "ok" if audit.unique_fraction == 1 else "warn"),
+                audit.unique_fraction),  # the red cells are the repeated draws: that readout's swatch
         Readout("duplicated_samples", "repeated draws within an epoch", fmt.count(audit.duplicated_samples),
-                audit.duplicated_samples, "warn"),
+                audit.duplicated_samples, "warn" if audit.duplicated_samples else None),
         Readout("repeated_epochs", "epochs repeating an order", fmt.count(audit.repeated_epochs),
                 audit.repeated_epochs),
         Readout("draws", "samples drawn", fmt.count(audit.draws), audit.draws),
         Readout("steps_per_epoch", "optimizer steps per epoch", fmt.decimal(steps, 3) if steps >= 1 else
-                f"{fmt.decimal(steps, 3)}: one step spans {fmt.decimal(1 / steps)} epochs", steps,
-                None if steps >= 1 else "warn"),
+                f"{fmt.decimal(steps, 3)}: one step spans {fmt.decimal(1 / steps)} epochs", steps),
     )
     notes = []
     if steps < 1:

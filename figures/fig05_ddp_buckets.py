@@ -11,7 +11,7 @@ CAPTION = (
     "Find the bucket cap that makes it shortest."
 )
 NOTE = (
-    "The top lane is backward compute (red) and the one beneath it communication (purple); the grey start of each "
+    "The top lane is backward compute (dark slate) and the one beneath it communication (purple); the grey start of each "
     "transfer is its 2(N−1)α of latency, and the exposed tail is drawn in red. Buckets fill in PyTorch "
     "DDP's order: a first bucket of 1 MiB, then buckets of the cap."
 )
@@ -92,7 +92,8 @@ def render(state):
                            label="Backward compute lane and bucketed AllReduce lane of one DDP step")
     readouts = (
         Readout("buckets", "buckets", fmt.count(buckets), buckets),
-        Readout("exposed_comm_s", "exposed tail", fmt.duration(step.exposed_comm_s), step.exposed_comm_s, "exposed"),
+        Readout("exposed_comm_s", "exposed tail", fmt.duration(step.exposed_comm_s), step.exposed_comm_s,
+                "exposed" if step.exposed_comm_s > 0 else None),
         Readout("step_comm_s", "AllReduce time, all buckets", fmt.duration(step.total_comm_s), step.total_comm_s, "comm"),
         Readout("overlap_fraction", "hidden under backward", fmt.percent(step.overlap_fraction), step.overlap_fraction),
         Readout("latency_s", "of which latency (\u03b1)", fmt.duration(step.latency_total_s), step.latency_total_s, "idle"),

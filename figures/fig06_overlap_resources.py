@@ -82,7 +82,7 @@ def _timeline(parts, r, state):
         comm_end = comm_start + r.comm_s
         parts += [
             svg.text(X0, y - 6, f"{title}: step {fmt.duration(step)}", class_="svg-label"),
-            *(svg.boxes([(x(a), y, (b - a) * scale, LANE)], class_="fill-forward", fill_opacity=o) for a, b, o in bars),
+            *(svg.boxes([(x(a), y, (b - a) * scale, LANE)], class_="fill-compute", fill_opacity=o) for a, b, o in bars),
             svg.boxes([(x(comm_start), y + LANE + 3, r.comm_s * scale, LANE)], class_="fill-comm"),
             svg.boxes([(x(exposed_from), y + LANE + 3, max(0.0, comm_end - exposed_from) * scale, LANE)],
                       class_="fill-exposed"),
@@ -93,7 +93,7 @@ def _timeline(parts, r, state):
     if slowed_until * scale > 96:
         parts.append(svg.text(x(slowed_until / 2), row + 14, slowed, class_="svg-label", text_anchor="middle"))
     axis_y = LANES_TOP + 3 * LANE_PITCH - 10
-    parts.append(svg.time_axis(X0, X1, axis_y, longest, "{unit}; blue GEMM, purple AllReduce, red exposed"))
+    parts.append(svg.time_axis(X0, X1, axis_y, longest, "{unit}; slate GEMM, purple AllReduce, red exposed"))
     return axis_y + 46
 
 
@@ -112,7 +112,7 @@ def render(state):
         Readout("overlap_efficiency", "overlap efficiency", fmt.percent(r.overlap_efficiency, 0), r.overlap_efficiency),
         Readout("exposed_comm_s", "exposed communication", fmt.duration(r.exposed_comm_s), r.exposed_comm_s, "exposed"),
         Readout("compute_slowdown", "GEMM time, overlapped / alone", f"{r.compute_slowdown:.3f}\u00d7", r.compute_slowdown,
-                "forward"),
+                "compute"),
         Readout("step_time_s", "step", fmt.duration(r.step_s), r.step_s),
         Readout("nominal_step_s", "step in the diagram", fmt.duration(res.nominal_step_s), res.nominal_step_s),
         Readout("comm_s", "AllReduce on an idle link", fmt.duration(r.comm_s), r.comm_s, "comm"),

@@ -40,7 +40,7 @@ PER_GPU = (44, 196)  # top panel: y of its top and its axis
 JOB = (322, 466)  # bottom panel
 HEIGHT = 508
 SLOT = (X1 - X0) / len(DEVICE_COUNTS)
-WARN, OK = "fill:var(--c-warn)", "fill:var(--c-ok)"
+WARN, OK = "fill:var(--c-warn)", None  # a verdict that passes stays in ink: only red means something
 
 
 def _x(n):
@@ -79,7 +79,7 @@ def _per_gpu_panel(state, wall, hbm, gpu):
     parts += [
         svg.boxes([(_x(state["N"]) - SLOT * 0.48, y(below) - 3, SLOT * 0.96, bottom - y(below) + 3)],
                   class_="svg-ink", stroke_width=1.5),
-        svg.segments([(X0, y(hbm), X1, y(hbm))], class_="stroke-hbm", stroke_width=2, stroke_dasharray="6 4"),
+        svg.segments([(X0, y(hbm), X1, y(hbm))], class_="stroke-capacity", stroke_width=2, stroke_dasharray="6 4"),
         svg.text(X1, y(hbm) - 6, f"HBM of one {gpu.short_name}: {fmt.gigabytes(hbm)}",
                  class_="svg-label svg-halo", text_anchor="end"),
     ]
@@ -101,15 +101,18 @@ def _job_panel(state, walls):
         svg.texts(((X0 - 6, y(d) + 4, fmt.data_size(d)) for d in decades),
                   class_="svg-label-soft", text_anchor="end"),
     ]
-    legend = ((need, "dp", f"the job needs {fmt.data_size(need[index])}"),
-              (have, "hbm", f"{fmt.gpus(state['N'])} have {fmt.data_size(have[index])} of HBM"))
+    legend = ((need, "memory", f"the job needs {fmt.data_size(need[index])}"),
+              (have, "capacity", f"{fmt.gpus(state['N'])} have {fmt.data_size(have[index])} of HBM"))
     for row, (values, key, label) in enumerate(legend):
         points = [(_x(n), y(v)) for n, v in zip(DEVICE_COUNTS, values)]
         x, at = points[index]
+        dash = "6 4" if key == "capacity" else None  # a capacity is a dashed line, as the HBM line above
         parts += [
-            svg.segments([(*a, *b) for a, b in zip(points, points[1:])], class_=f"stroke-{key}", stroke_width=2),
+            svg.segments([(*a, *b) for a, b in zip(points, points[1:])], class_=f"stroke-{key}", stroke_width=2,
+                         stroke_dasharray=dash),
             svg.boxes([(x - 3.5, at - 3.5, 7, 7)], class_=f"fill-{key}"),
-            svg.segments([(X0, top - 36 + 18 * row, X0 + 20, top - 36 + 18 * row)], class_=f"stroke-{key}", stroke_width=2.5),
+            svg.segments([(X0, top - 36 + 18 * row, X0 + 20, top - 36 + 18 * row)], class_=f"stroke-{key}", stroke_width=2.5,
+                         stroke_dasharray=dash),
             svg.text(X0 + 26, top - 32 + 18 * row, label, class_="svg-label"),
         ]
     return parts + _n_axis(bottom)
@@ -130,14 +133,15 @@ def render(state):
     readouts = (
         Readout("per_device_bytes", "per GPU, any N", fmt.gigabytes(wall.per_device_bytes), wall.per_device_bytes),
         Readout("aggregate_bytes", f"whole job, {fmt.gpus(state['N'])}", fmt.data_size(wall.aggregate_bytes),
-                wall.aggregate_bytes, "dp"),
+                wall.aggregate_bytes, "memory"),
         Readout("fits", f"fits in {fmt.gigabytes(hbm)} of HBM", "yes" if wall.fits else "no", int(wall.fits),
-                "ok" if wall.fits else "warn"),
+                None if wall.fits else "warn"),
         Readout("largest_params_that_fit", "largest model whose states fit",
                 f"{fmt.si_count(wall.largest_params_that_fit)} parameters", wall.largest_params_that_fit),
-        *(Readout(f"{key}_bytes", name.lower(), fmt.gigabytes(size), size, key) for key, name, size in sizes),
+        *(Readout(f"{key}_bytes", name.lower(), fmt.gigabytes(size), size, key if size > 0 else None)
+          for key, name, size in sizes),  # a swatch only for a part the bars draw
         Readout("activations_bytes", "activations", fmt.gigabytes(wall.activations_bytes), wall.activations_bytes,
-                "activations"),
+                "activations" if wall.activations_bytes > 0 else None),
     )
     alt = (
         f"Top: thirteen identical bars, one per N from 1 to 4,096 GPUs, each {fmt.gigabytes(wall.per_device_bytes)} "

@@ -12,8 +12,8 @@ CAPTION = (
     "compute; below, it is issued while that compute runs."
 )
 NOTE = (
-    "Purple bars are collectives on the wire (thick: AllGather; thin: ReduceScatter), blue forward and red backward "
-    "compute (twice as long), and dashed dark red marks compute waiting on the wire. The strip under each timeline "
+    "Purple bars are collectives on the wire (thick: AllGather; thin: ReduceScatter), light slate forward and dark slate backward "
+    "compute (twice as long), and dashed red marks compute waiting on the wire. The strip under each timeline "
     "counts the units gathered in full. The Prefetch switch picks the timeline the readouts describe."
 )
 TRIES = (
@@ -76,12 +76,13 @@ def _timeline(step, top, px_per_s, peak_scale, chosen, title):
     if forward * px_per_s >= 13:  # unit numbers on compute bars wide enough to hold them
         units = len(forward_starts)
         y = lanes_top + 1.5 * LANE
-        parts.append(svg.numerals((([LEFT + (t + forward / 2) * px_per_s for t in forward_starts], y, range(1, units + 1)),
-                                   ([LEFT + (t + backward / 2) * px_per_s for t in backward_starts], y, range(units, 0, -1))),
-                                  class_="op-label"))
+        parts.append(svg.numerals((([LEFT + (t + forward / 2) * px_per_s for t in forward_starts], y, range(1, units + 1)),),
+                                  class_="op-label on-forward"))
+        parts.append(svg.numerals((([LEFT + (t + backward / 2) * px_per_s for t in backward_starts], y, range(units, 0, -1)),),
+                                  class_="op-label on-backward"))
     base = lanes_top + 2 * LANE + 4 + STRIP
     parts.append(svg.step_area(resident.curve, step.step_time_s, x=LEFT, y=base, x_scale=px_per_s,
-                               y_scale=(STRIP - 4) / peak_scale, class_="fill-params"))
+                               y_scale=(STRIP - 4) / peak_scale, class_="fill-buffers"))  # gathered copies of the weights
     parts.append(svg.segments(((LEFT, base, LEFT + span, base),), class_="svg-axis"))
     parts.append(svg.text(LEFT + span + 4, base - resident.peak * (STRIP - 4) / peak_scale + 9, f"peak {resident.peak}",
                           class_="svg-label-soft"))
@@ -107,7 +108,7 @@ def render(state):
     readouts = (
         Readout("step_time_s", "step time", fmt.duration(step.step_time_s), step.step_time_s),
         Readout("exposed_comm_s", "compute waiting on the wire", fmt.duration(step.exposed_comm_s), step.exposed_comm_s, "exposed"),
-        Readout("peak_unsharded_units", "peak gathered units", units_text(step.resident.peak), step.resident.peak, "params"),
+        Readout("peak_unsharded_units", "peak gathered units", units_text(step.resident.peak), step.resident.peak, "buffers"),
         Readout("comm_busy_s", "time on the wire", fmt.duration(step.comm_busy_s), step.comm_busy_s, "comm"),
         Readout("other_step_time_s", f"step time {'without' if state['prefetch'] else 'with'} prefetch",
                 fmt.duration(other.step_time_s), other.step_time_s),

@@ -15,7 +15,7 @@ CAPTION = (
 )
 NOTE = (
     "A shard group runs an AllGather and a ReduceScatter at every layer, a replica group one AllReduce per step; "
-    "rings are green inside a node and orange across nodes. The bars give model state per GPU and communication "
+    "rings are lavender inside a node and plum across nodes. The bars give model state per GPU and communication "
     f"per step ({UNITS} layers of one unit each; the thin top is the replica AllReduce)."
 )
 TRIES = (
@@ -93,7 +93,7 @@ def _mesh(state, step, top):
         parts.append(svg.segments(((cell(0, c)[0] + mid, y0 + mid, cell(0, c)[0] + mid, cell(rows - 1, 0)[1] + mid)
                                    for c in range(cols)), class_=f"stroke-{FABRIC_COLOUR[step.replica_fabric]}",
                                   stroke_width=3, stroke_dasharray="4 2"))
-    parts.append(svg.boxes((cell(r, c) + (size, size) for r in range(rows) for c in range(cols)), class_="fill-idle"))
+    parts.append(svg.boxes((cell(r, c) + (size, size) for r in range(rows) for c in range(cols)), class_="svg-neutral-fill"))
     bottom = y0 + rows * pitch
     shown = []
     if cols < shard:
@@ -126,7 +126,7 @@ def _trade(state, top):
     for i, r in enumerate(runs):
         x = LEFT + pitch * i + pitch / 2
         memory = max(r.memory.total_bytes * memory_scale, 1.0)
-        bars.setdefault(("params", bar), []).append((x - bar / 2, memory_base - memory, bar, memory))
+        bars.setdefault(("memory", bar), []).append((x - bar / 2, memory_base - memory, bar, memory))
         layer = (r.allgather_s + r.reducescatter_s) * comm_scale
         once = r.allreduce_s * comm_scale
         if layer:
@@ -164,11 +164,11 @@ def render(state):
     crosses = 1 if step.shard_fabric == hsdp.INTER_NODE else 0
     readouts = (
         Readout("model_state_bytes_per_device", "model state per GPU", gb(step.memory.total_bytes),
-                step.memory.total_bytes, "params"),
+                step.memory.total_bytes, "memory"),
         Readout("intra_node_bytes_per_step", "sent inside the node per GPU per step", gb(traffic.intra_node_bytes),
-                traffic.intra_node_bytes, "intra"),
+                traffic.intra_node_bytes, "intra" if traffic.intra_node_bytes > 0 else None),
         Readout("inter_node_bytes_per_step", "sent across nodes per GPU per step", gb(traffic.inter_node_bytes),
-                traffic.inter_node_bytes, "inter"),
+                traffic.inter_node_bytes, "inter" if traffic.inter_node_bytes > 0 else None),
         Readout("step_comm_s", "communication per step (before overlap)", fmt.duration(step.total_comm_s), step.total_comm_s),
         Readout("allreduce_s", "of which the replica AllReduce", fmt.duration(step.allreduce_s), step.allreduce_s),
         Readout("crosses_node", "shard group spans nodes", "yes" if crosses else "no", crosses),

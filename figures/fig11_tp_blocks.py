@@ -129,7 +129,7 @@ def _drawing(block, order, tp, seed):
     parts += [svg.boxes(outlines, fill="none", class_="svg-axis"),
               svg.boxes(followed, class_="svg-ink-stroke", stroke_width=1.5),
               svg.boxes(bands, class_="fill-comm", fill_opacity=0.25),
-              svg.boxes([(LEFT, bottom + 1, 10, 10)], class_="fill-ok" if verdict_ok else "fill-warn"),
+              svg.boxes([(LEFT, bottom + 1, 10, 10)], class_="svg-ink-fill" if verdict_ok else "fill-warn"),
               svg.numerals(numerals, class_="svg-ink-stroke", stroke_width=1.2)]
     for css in ("svg-label", "svg-label-soft"):
         parts.append(svg.texts(((x, y, t) for x, y, t, c in labels if c == css), class_=css))
@@ -149,10 +149,10 @@ def render(state):
         Readout("collectives_forward", "collectives in the forward pass",
                 f"{len(collectives)} ({kinds})" if collectives else "none (T = 1)", walk.collectives_forward),
         Readout("max_abs_error", "largest |parallel - one device|", fmt.scientific(walk.max_abs_error),
-                walk.max_abs_error, "ok" if walk.max_abs_error <= 1e-12 else "warn"),
+                walk.max_abs_error, None if walk.max_abs_error <= 1e-12 else "warn"),
         Readout("allreduce_bytes", f"bytes per AllReduce ({size})",
                 fmt.data_size(allreduce.message_bytes) if allreduce else "none (T = 1)",
-                allreduce.message_bytes if allreduce else 0.0, "comm"),
+                allreduce.message_bytes if allreduce else 0.0, "comm" if allreduce and tp > 1 else None),
         Readout("allreduce_sent_bytes", "sent by each rank in that AllReduce",
                 fmt.data_size(allreduce.wire_bytes_per_rank) if allreduce else "none (T = 1)",
                 allreduce.wire_bytes_per_rank if allreduce else 0.0),

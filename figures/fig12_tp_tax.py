@@ -12,9 +12,9 @@ CAPTION = (
     "the matrix multiplies shrink as T grows, the four AllReduces on top do not. Click a bar to pick its T."
 )
 NOTE = (
-    "Blue and red are the forward and backward matrix multiplies, which lose efficiency as they narrow (an "
-    "illustrative curve, not a measurement). Nothing hides the AllReduces: green while they run on NVLink inside a "
-    "node, orange on the network once the group spills past it."
+    "Light and dark slate are the forward and backward matrix multiplies, which lose efficiency as they narrow (an "
+    "illustrative curve, not a measurement). Nothing hides the AllReduces: lavender while they run on NVLink inside a "
+    "node, plum on the network once the group spills past it."
 )
 TRIES = (
     ("T = 16, across nodes", {"T": 16}),

@@ -81,7 +81,7 @@ def render(state):
                     "identity" if name == "entry" else "AllReduce")
                 if t == 1:
                     kind = "identity"
-                pills.setdefault("comm" if kind != "identity" else "idle", []).append((x + 2, y + 20, width - 4, 24))
+                pills.setdefault("fill-comm" if kind != "identity" else "svg-neutral-fill", []).append((x + 2, y + 20, width - 4, 24))
                 labels.append((x + width / 2, y + 36, kind))
                 soft.append((x + width / 2, y + 60, ("g" if sp else "f") if name == "entry" else ("g\u0304" if sp else "f\u0304")))
             else:
@@ -115,7 +115,7 @@ def render(state):
         fills.setdefault("comm", []).append((LEFT + 64, y + 10 + i * 22, width, 14))
         soft.append((LEFT + 30, y + 22 + i * 22, "with SP" if v else "TP only"))
         soft.append((LEFT + 98 + width, y + 22 + i * 22, fmt.data_size(comm[v]) if comm[v] else "none"))
-    parts = [svg.boxes(boxes, class_=f"fill-{key}", fill_opacity=0.4) for key, boxes in sorted(pills.items())]
+    parts = [svg.boxes(boxes, class_=css, fill_opacity=0.4) for css, boxes in sorted(pills.items())]
     parts += [svg.boxes(boxes, class_=f"fill-{key}") for key, boxes in sorted(fills.items())]
     parts += [svg.boxes(outlines, fill="none", class_="svg-ink-stroke"),
               svg.texts(labels, class_="svg-label", text_anchor="middle"),
@@ -126,10 +126,10 @@ def render(state):
     collectives = ("2 ReduceScatter + 2 AllGather" if sp else "2 AllReduce") if t > 1 else "none (t = 1)"
     readouts = (
         Readout("activation_bytes_per_layer", "kept per layer, per device", fmt.data_size(chosen.total_bytes),
-                chosen.total_bytes, "activations"),
+                chosen.total_bytes),  # the whole outlined bar: no one colour
         Readout("comm_bytes_per_layer", f"sent per layer, forward ({collectives})", fmt.data_size(comm[sp]),
                 comm[sp], "comm"),
-        Readout("saving_fraction", "saved by SP at this recompute", fmt.percent(saving), saving, "sp"),
+        Readout("saving_fraction", "saved by SP at this recompute", fmt.percent(saving), saving),
         Readout("tp_baseline_fraction", "of plain TP without recompute", fmt.percent(baseline), baseline),
         *(Readout(key, name, fmt.data_size(getattr(chosen, key)), getattr(chosen, key),
                   {"outside_tp_bytes": "sp" if sp else "replicated", "inside_tp_bytes": "tp"}.get(key, "activations"))

@@ -80,7 +80,7 @@ def _schedule_panel(x0, y0, work, fills):
         start = 0
         for pairs, run in groupby(row):
             length = len(list(run))
-            key = "idle" if pairs == 0 else f"cp{int(round(3 * pairs / most))}"
+            key = "idle" if pairs == 0 else f"compute@{int(round(3 * pairs / most))}"  # compute, shaded by its work
             fills.setdefault(key, []).append((x0 + start * cell, y0 + step * cell, length * cell, cell))
             start += length
 
@@ -146,8 +146,8 @@ def render(state):
         fills.setdefault(key, []).append((LEFT, y + 24 + 16 * i, 10, 10))
         soft.append((LEFT + 14, y + 33 + 16 * i, name))
     y = base + 10
-    parts = [svg.boxes(boxes, class_=f"fill-{key}" if not key.startswith("cp") else "fill-cp",
-                       fill_opacity=None if not key.startswith("cp") else (0.35, 0.35, 0.65, 1.0)[int(key[2:])])
+    parts = [svg.boxes(boxes, class_=f"fill-{key.split('@')[0]}",
+                       fill_opacity=(0.35, 0.35, 0.65, 1.0)[int(key[-1])] if "@" in key else None)
              for key, boxes in sorted(fills.items())]
     parts += [svg.polygons(points, class_=f"fill-{key}") for key, points in sorted(triangles.items())]
     parts += [svg.boxes(outlines, fill="none", class_="svg-ink-stroke"),
@@ -159,9 +159,9 @@ def render(state):
                 ulysses.forward_bytes_per_rank if ok else None),
         Readout("ring_bytes_per_device", "ring, sent per device", fmt.data_size(ring.forward_bytes_per_rank),
                 ring.forward_bytes_per_rank),
-        Readout("ulysses_ok", "Ulysses fits (C <= KV heads)", "yes" if ok else "no", 1 if ok else 0, "ok" if ok else "warn"),
+        Readout("ulysses_ok", "Ulysses fits (C <= KV heads)", "yes" if ok else "no", 1 if ok else 0, None if ok else "warn"),
         Readout("causal_imbalance", "busiest rank's attention work / mean", fmt.decimal(work.imbalance), work.imbalance),
-        Readout("rank0_idle_steps", "ring steps rank 0 sits idle", f"{idle} of {C}", idle, "idle"),
+        Readout("rank0_idle_steps", "ring steps rank 0 sits idle", f"{idle} of {C}", idle, "idle" if idle else None),
         Readout("ring_time_s", "ring transfers (hide behind compute)", fmt.duration(times.ring_s), times.ring_s, "comm"),
         Readout("ulysses_time_s", "Ulysses All-to-Alls (attention waits)",
                 fmt.duration(times.ulysses_s) if ok else "not possible", times.ulysses_s, "exposed"),

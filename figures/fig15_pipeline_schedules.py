@@ -14,7 +14,8 @@ CAPTION = (
     "shared clock, so the idle gaps, the bubble, compare directly."
 )
 NOTE = (
-    "Blue bars are forward passes, red the backward passes, teal the weight-gradient half that ZB-H1 defers; "
+    "Light slate bars are forward passes, dark slate the backward passes, teal slate the weight-gradient half that "
+    "ZB-H1 defers; the hatched grey gaps are the bubble; "
     "each bar carries its microbatch number where it fits. A row is one device, and the lengths of the four "
     "panels are to scale with each other."
 )
@@ -79,6 +80,7 @@ def _named_stages(stages, row_height):
     return list(range(0, max(stages - stride, 1), stride)) + [stages - 1]
 
 
+PASS_COLOUR = {"F": "forward", "B": "backward", "W": "weight"}  # palette keys of the three passes
 _LANE_ROW = itemgetter(0, 3, 4)  # a Passes' (stage, duration_s, starts), as svg.lanes reads a row
 
 
@@ -96,7 +98,7 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
     width = timeline.makespan * px_per_tick
     parts = [
         svg.text(0, top + 14, header, class_="svg-label"),
-        svg.boxes(((LEFT, lanes_top + stage * row_height, width, row_height) for stage in range(stages)), class_="svg-lane"),
+        svg.boxes(((LEFT, lanes_top + stage * row_height, width, row_height) for stage in range(stages)), class_="fill-idle"),
         svg.texts(((LEFT - 6, lanes_top + (stage + 0.5) * row_height + 4, f"stage {stage}")
                    for stage in _named_stages(stages, row_height)), class_="svg-label-soft", text_anchor="end"),
     ]
@@ -107,15 +109,18 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
     for kind, chunk, first in sorted((p.kind, p.chunk, j) for j, p in enumerate(passes[:colours])):
         rows = map(_LANE_ROW, passes[first::colours])  # (stage, duration, starts) of each stage
         parts.append(svg.lanes(rows, x=LEFT, y=lanes_top, x_scale=px_per_tick, lane_height=row_height,
-                               class_=f"op op-{kind} op-chunk-{chunk}"))
+                               class_=f"op op-{kind} op-chunk-{chunk} stroke-{PASS_COLOUR[kind]}"))
     if row_height >= 11 and len(passes) * microbatches <= MAX_LABELLED_OPS:
-        numbered = (  # microbatch numbers centred on every bar wide enough to hold them
-            ([centre + start * px_per_tick for start in starts],
-             lanes_top + (stage + 0.5) * row_height, range(1, microbatches + 1))
-            for stage, _, _, duration, starts in passes if duration * px_per_tick >= 13
-            for centre in (LEFT + duration / 2 * px_per_tick,)
-        )
-        parts.append(svg.numerals(numbered, class_="op-label"))
+        for kind, chunk in sorted({(p.kind, p.chunk) for p in passes}):  # a path per bar colour: numerals in its ink
+            numbered = [  # microbatch numbers centred on every bar wide enough to hold them
+                ([centre + start * px_per_tick for start in starts],
+                 lanes_top + (stage + 0.5) * row_height, range(1, microbatches + 1))
+                for stage, op, part, duration, starts in passes
+                if op == kind and part == chunk and duration * px_per_tick >= 13
+                for centre in (LEFT + duration / 2 * px_per_tick,)
+            ]
+            if numbered:
+                parts.append(svg.numerals(numbered, class_=f"op-label op-chunk-{chunk} on-{PASS_COLOUR[kind]}"))
     return "".join(parts)
 
 

@@ -124,14 +124,14 @@ def render(state):
         svg.segments([(c, floor, WIDTH / 2, target) for c in centres], class_="stroke-comm", stroke_width=1.2,
                      stroke_dasharray="4 3", stroke_opacity=0.6),
         svg.segments([(xs[a] - 2, floor, xs[b] + width + 2, floor) for a, b in groups], class_="svg-axis"),
-        svg.segments(_dot_columns(xs, kept_dots, per_row, floor, -1), class_="stroke-forward", stroke_width=DOT,
+        svg.segments(_dot_columns(xs, kept_dots, per_row, floor, -1), class_="stroke-ep", stroke_width=DOT,
                      stroke_dasharray=f"{DOT} {PITCH - DOT}"),
         svg.segments(_dot_columns(xs, drop_dots, per_row, floor, +1), class_="stroke-warn", stroke_width=DOT,
                      stroke_dasharray=f"{DOT} {PITCH + 2 - DOT}"),
     ]
     if capacity is not None:
         line = floor - capacity / unit / per_row * PITCH
-        parts.append(svg.segments([(x - 1, line, x + width + 1, line) for x in xs], class_="stroke-hbm",
+        parts.append(svg.segments([(x - 1, line, x + width + 1, line) for x in xs], class_="stroke-capacity",
                                   stroke_width=1.5, stroke_dasharray="3 2"))
     a2a_text = (f"dispatch All-to-All: {fmt.data_size(a2a.per_direction_bytes)} per device" if ep > 1
                 else "EP = 1: every expert is on this rank, no All-to-All leaves it")
@@ -158,7 +158,7 @@ def render(state):
     readouts = (
         Readout("capacity_per_expert", "capacity per expert",
                 f"{capacity:,} tokens" if capacity is not None else "no limit", capacity),
-        Readout("dropped_fraction", "tokens dropped", fmt.percent(dropped, 2), dropped, "warn"),
+        Readout("dropped_fraction", "tokens dropped", fmt.percent(dropped, 2), dropped, "warn" if max(drop_dots) else None),
         Readout("alltoall_bytes_per_device", "All-to-All bytes per device (dispatch + combine, forward, bf16)",
                 fmt.data_size(a2a.forward_bytes), a2a.forward_bytes, "comm"),
         Readout("alltoall_off_rank_bytes", "of which leave the rank", fmt.data_size(a2a.off_rank_forward_bytes),
@@ -169,8 +169,8 @@ def render(state):
                 p(alpha * balance)),
         Readout("busiest_vs_mean", "busiest expert's load vs the average", f"{busiest:.2f}\u00d7", busiest),
         Readout("wasted_capacity", "empty expert slots", fmt.percent(wasted) if capacity else "none (no fixed slots)",
-                wasted, "hbm"),
-        Readout("unit_tokens", "tokens per dot", f"{unit:,}", unit, "forward"),
+                wasted, "capacity" if capacity is not None else None),
+        Readout("unit_tokens", "tokens per dot", f"{unit:,}", unit, "ep"),
     )
     alt = (
         f"{tokens:,} tokens on rank 0, each sent to its top {k} of {count} experts spread over {ep} ranks. "

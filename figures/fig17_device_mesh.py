@@ -168,22 +168,24 @@ def render(state):
     ends = [(first, first + n - 1) for first, n in runs[axis]]
     links += [(a_end, b_first) for (_, a_end), (b_first, _) in zip(ends, ends[1:])
               if group[bisect_left(group, a_end) + 1] == b_first]
+    fabrics = set()  # the fabrics whose links are drawn (a readout's swatch only for those)
     for same, name, dash in ((True, "intra", None), (False, "inter", "4 3")):
-        parts.append(svg.segments([(cell[a][0] + half, cell[a][1] + half, cell[b][0] + half, cell[b][1] + half)
-                                   for a, b in links if (a // g == b // g) == same],
-                                  class_=f"stroke-{name}", stroke_width=1.5, stroke_dasharray=dash))
+        fabric_links = [(cell[a][0] + half, cell[a][1] + half, cell[b][0] + half, cell[b][1] + half)
+                        for a, b in links if (a // g == b // g) == same]
+        fabrics |= {name} if fabric_links else set()
+        parts.append(svg.segments(fabric_links, class_=f"stroke-{name}", stroke_width=1.5, stroke_dasharray=dash))
     x, y = cell[rank]
-    parts.append(svg.boxes([(x - 1.5, y - 1.5, size + 3, size + 3)], class_="stroke-hbm", fill="none", stroke_width=2.5))
+    parts.append(svg.boxes([(x - 1.5, y - 1.5, size + 3, size + 3)], class_="svg-ink", stroke_width=2.5))
     if box_w >= 24:  # room for a four-digit node number above each box
         rows = {}
         for i, node in enumerate(nodes):
             rows.setdefault(i // per_row, []).append((LEFT + (i % per_row) * (box_w + gap) + box_w / 2, node))
         parts.append(svg.numerals([([x for x, _ in row], top + 6 + r * (box_h + 14), tuple(n for _, n in row))
-                                   for r, row in rows.items()], height=6, class_="stroke-hbm", stroke_opacity=0.5,
+                                   for r, row in rows.items()], height=6, class_="svg-ink", stroke_opacity=0.5,
                                   stroke_width=1.2))
     if pitch >= 24:  # rank numbers inside the squares
         parts.append(svg.numerals([([cell[r][0] + half for r in line], cell[line[0]][1] + half, tuple(line))
-                                   for line in _lines(cell)], height=6, class_="stroke-hbm", stroke_width=1.2))
+                                   for line in _lines(cell)], height=6, class_="svg-ink", stroke_width=1.2))
     labelled = world <= 64  # a tab stop per square only while they are few: the rank slider reaches every one
     if labelled:
         parts.append(svg.hit_areas([(*cell[r], pitch, pitch, f"rank={r}", f"rank {r}") for r in cell],
@@ -221,14 +223,16 @@ def render(state):
                      "AllReduce leaves NVLink for the network.")
     spans = len(on_nodes[axis])
     readouts = (
-        *(Readout(f"coord_{a}", f"{LABELS[a]} coordinate", f"{coords[a]} of {getattr(mesh, a)}", coords[a], COLOURS[a])
+        *(Readout(f"coord_{a}", f"{LABELS[a]} coordinate", f"{coords[a]} of {getattr(mesh, a)}", coords[a],
+                  COLOURS[a] if a == axis or mesh.degree(a) > 1 else None)  # a swatch for a group the grid marks
           for a in AXES),
         Readout("coord_ep", "EP / expert-DP coordinate", f"{expert['ep']} of {mesh.ep} / {expert['edp']} of "
-                f"{mesh.degree('edp')}", expert["ep"], "ep"),
+                f"{mesh.degree('edp')}", expert["ep"], "ep" if axis == "ep" or mesh.ep > 1 else None),
         Readout("group_size", f"{LABELS[axis]} group size", f"{mesh.degree(axis)} rank{'s' if mesh.degree(axis) > 1 else ''}",
                 mesh.degree(axis)),
         Readout("crosses_node", f"some {LABELS[axis]} group crosses nodes",
-                "yes" if crosses[axis] else "no", int(crosses[axis]), "inter" if crosses[axis] else "intra"),
+                "yes" if crosses[axis] else "no", int(crosses[axis]),
+                next(iter({"inter" if crosses[axis] else "intra"} & fabrics), None)),
         Readout("group_nodes", f"rank {rank}'s {LABELS[axis]} group spans",
                 f"{spans} nodes" if spans > 1 else f"1 node (node {home})", spans),
         Readout("world_size", "world size", f"{world:,} GPUs on {mesh.nodes:,} node{'s' if mesh.nodes > 1 else ''}", world),

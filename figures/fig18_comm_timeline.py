@@ -130,14 +130,17 @@ def render(state):
         parts.append(svg.spans(_row(pairs, scale), y=y + LANE_H / 2, height=LANE_H, class_=f"stroke-{fill}"))
         start, end = pairs[0][0] * scale + X0, pairs[-1][1] * scale + X0
         if end - start > 64:
-            names.append(((start + end) / 2, y + 13, "bubble" if kind == "bubble" else kind))
-    parts.append(svg.texts(names, class_="svg-bar-label", text_anchor="middle"))
+            names.append(((start + end) / 2, y + 13, "bubble" if kind == "bubble" else kind, fill))
+    for fill in sorted({fill for *_, fill in names}):  # each name in the ink that reads on its bar
+        parts.append(svg.texts([(x, ty, name) for x, ty, name, f in names if f == fill],
+                               class_=f"svg-bar-label on-{fill}", text_anchor="middle"))
     y += LANE_H + GAP
     for axis in model.AXES:
         if axis not in enabled:
             continue
         left, right = _lane_text(axis, step)
-        parts.append(svg.text(X0, y + 12, left, class_="svg-label"))
+        parts.append(svg.boxes(((X0, y + 2, 10, 10),), class_=f"fill-{COLOUR[axis]}"))  # the lane's hue, as its readout's swatch
+        parts.append(svg.text(X0 + 14, y + 12, left, class_="svg-label"))
         parts.append(svg.text(X1, y + 12, right, class_="svg-label-soft", text_anchor="end"))
         y += LABEL_H
         rows.append(y)
@@ -167,9 +170,9 @@ def render(state):
         Readout("step_time_s", "step time", fmt.duration(step.step_time_s) + ("" if mem.fits else ", if it fit"),
                 step.step_time_s),
         Readout("exposed_comm_s", "communication the compute waits for", fmt.duration(step.exposed_comm_s),
-                step.exposed_comm_s, "exposed"),
+                step.exposed_comm_s, "exposed" if step.exposed_comm_s > 0 else None),
         Readout("hidden_comm_s", "communication hidden under compute", fmt.duration(step.hidden_comm_s),
-                step.hidden_comm_s, "comm"),
+                step.hidden_comm_s),  # drawn thin, in each strategy's hue
         *(Readout(f"exposed_{axis}_s", f"waiting on {LANE_LABEL[axis]}", fmt.duration(step.exposed_s(axis)),
                   step.exposed_s(axis), COLOUR[axis]) for axis in model.AXES if axis in enabled),
         Readout("layout", "layout", degrees),

@@ -56,7 +56,8 @@ AXIS_NAME = {  # as a readout names the fix, mid-sentence
     "ddp": "data parallel + ZeRO-1", "zero": "ZeRO-1/2", "fsdp": "FSDP (ZeRO-3)", "hsdp": strategies.SHORT_NAMES["hsdp"],
     **{axis: strategies.SHORT_NAMES[axis].lower() + " parallel" for axis in ("tp", "pp", "cp", "ep")},
 }
-COLOUR = {"ddp": "dp", "zero": "zero", "fsdp": "zero", "hsdp": "hsdp", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep"}
+# palette keys; HSDP is both: shard groups in the ZeRO hue, replica groups in the DP hue (its chip is half each)
+COLOUR = {"ddp": "dp", "zero": "zero", "fsdp": "zero", "hsdp": "zero", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep"}
 
 WIDTH, SPINE_X, SPINE_W, LEAF_X, LEAF_W = 720, 6, 384, 414, 300
 TOP, ROW, BOX_H, LEAF_H = 50, 70, 44, 56
@@ -142,6 +143,8 @@ def render(state):
         parts.append(svg.boxes(((LEAF_X, y - 6, LEAF_W, LEAF_H),), class_="svg-lane " + ("svg-lit" if branch else "svg-dim")))
         if branch:
             parts.append(svg.boxes(((LEAF_X, y - 6, 6, LEAF_H),), class_=f"fill-{COLOUR[r.recommended_axis]}"))
+            if r.recommended_axis == "hsdp":
+                parts.append(svg.boxes(((LEAF_X, y - 6 + LEAF_H / 2, 6, LEAF_H / 2),), class_="fill-dp"))
             soft.append((LEAF_X + 12, y + 28, leaf[1], True))
             soft.append((LEAF_X + 12, y + 44, _then_text(r), True))
         texts.append((LEAF_X + 12, y + 10, leaf[0], branch))
@@ -167,9 +170,10 @@ def render(state):
     readouts = (
         Readout("first_bottleneck", "fails first", BOTTLENECK[r.first_bottleneck], r.first_bottleneck),
         Readout("recommended_axis", "fix", AXIS_NAME[r.recommended_axis], r.recommended_axis, COLOUR[r.recommended_axis]),
-        Readout("model_state_bytes", f"model state, unsharded ({LEDGER.bytes_per_param:g} B per parameter)", fmt.gigabytes(r.model_state_bytes), r.model_state_bytes, "params"),
-        Readout("activation_bytes", "activations, one microbatch", fmt.gigabytes(r.activation_bytes), r.activation_bytes, "activations"),
-        Readout("hbm_bytes", "HBM per GPU", fmt.gigabytes(r.hbm_bytes), r.hbm_bytes, "hbm"),
+        Readout("model_state_bytes", f"model state, unsharded ({LEDGER.bytes_per_param:g} B per parameter)",
+                fmt.gigabytes(r.model_state_bytes), r.model_state_bytes),
+        Readout("activation_bytes", "activations, one microbatch", fmt.gigabytes(r.activation_bytes), r.activation_bytes),
+        Readout("hbm_bytes", "HBM per GPU", fmt.gigabytes(r.hbm_bytes), r.hbm_bytes),
         Readout("per_device_bytes", "per GPU after the fix", fmt.gigabytes(r.fix.per_device_bytes), r.fix.per_device_bytes),
         Readout("fix", "how", detail),
         Readout("batch_tokens", "global batch, data parallel alone", _tokens(r.check("step_time").value),

@@ -194,7 +194,7 @@ def render(state):
     drawing = svg.document(WIDTH, height, parts, label=f"Seven strategies on {state['devices']} devices: {frame_text}")
     readouts = (
         Readout("phase_name", "frame", FRAME_LABEL[frame.index], frame.phase),
-        Readout("moving_bytes", moving_label, fmt.data_size(moving), moving, "comm"),
+        Readout("moving_bytes", moving_label, fmt.data_size(moving), moving, "comm" if moving else None),
         Readout("held_fraction", held_label, fmt.percent(held, 1), held),
     )
     alt = (f"{'Seven panels' if focus == 'all' else NAMES[focus] + ' enlarged'}, one toy model on "

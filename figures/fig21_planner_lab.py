@@ -69,7 +69,7 @@ CONTROLS = (
 
 MEMORY_COLOURS = {"params": "params", "grads": "grads", "optimizer": "optimizer", "activations": "activations",
                   "buffers": "buffers"}
-TIME_COLOURS = {"compute": "forward", "recompute": "weight", "bubble": "idle", "tp_comm": "tp", "cp_comm": "cp",
+TIME_COLOURS = {"compute": "compute", "recompute": "forward", "bubble": "idle", "tp_comm": "tp", "cp_comm": "cp",
                 "ep_comm": "ep", "pp_comm": "pp", "dp_comm": "dp", "optimizer": "optimizer_step"}
 # Drawn 400 units wide with 14.5-unit labels (the "svg-compact" drawings): 11 px on a phone.
 WIDTH, BAR, PAD, CHAR = 400, 26, 4, 8.2  # CHAR: width of one 14.5-unit label character
@@ -136,10 +136,10 @@ def prepare(state):
         return  # render says why
 
 
-def _bar(top, title, parts, colours, names, scale, fmt_value, marks=()):
+def _bar(top, title, parts, colours, names, scale, fmt_value, marks=(), title_style=None):
     """One stacked horizontal bar: its title, marks (x, label) under it and a legend that
     names every part with its value (colour is never the only cue)."""
-    out = [svg.text(PAD, top + 14, title, class_="svg-label svg-strong")]
+    out = [svg.text(PAD, top + 14, title, class_="svg-label svg-strong", style=title_style)]
     x, legend_x, legend_y = PAD, PAD, top + BAR + (56 if marks else 40)
     for key, value in parts:
         if value <= 0:
@@ -154,7 +154,7 @@ def _bar(top, title, parts, colours, names, scale, fmt_value, marks=()):
         legend_x += 28 + CHAR * len(label)
         x += width
     for (mark_x, label), label_y in zip(marks, (top + 22 + BAR + 18, top + 14)):  # usable below, HBM above
-        out.append(svg.segments([(mark_x, top + 18, mark_x, top + 22 + BAR + 6)], class_="stroke-hbm",
+        out.append(svg.segments([(mark_x, top + 18, mark_x, top + 22 + BAR + 6)], class_="stroke-capacity",
                                 stroke_dasharray="4 3"))
         out.append(svg.text(mark_x - 3, label_y, label, class_="svg-label-soft", text_anchor="end"))
     return out, legend_y + 8
@@ -165,7 +165,8 @@ def _drawing(plan, e, verdict):
     title = (f"Memory per GPU: {fmt.gigabytes(e.memory_bytes)} of {fmt.gigabytes(e.usable_bytes)}"
              + {"fits": "", "at the edge": ", at the edge", "does not fit": ", too much"}[verdict])
     parts, bottom = _bar(0, title, e.memory_breakdown.items(), MEMORY_COLOURS, planner.MEMORY_NAMES, scale,
-                         fmt.gigabytes, ((PAD + e.usable_bytes * scale, "usable"), (PAD + e.hbm_bytes * scale, "HBM")))
+                         fmt.gigabytes, ((PAD + e.usable_bytes * scale, "usable"), (PAD + e.hbm_bytes * scale, "HBM")),
+                         title_style="fill:var(--c-warn)" if verdict == "does not fit" else None)
     more, bottom = _bar(bottom + 14, f"Step time: {fmt.duration(e.step_time_s)}", e.time_breakdown.items(),
                         TIME_COLOURS, planner.PART_NAMES, (WIDTH - 2 * PAD) / e.step_time_s, fmt.duration)
     return svg.document(WIDTH, bottom, parts + more, label=f"Per-GPU memory and step time of {plan.label()}",
@@ -280,7 +281,7 @@ def render(state):
         Readout("train_time_s", f"{fmt.si_count(state['tokens'])} tokens in", ranges["train_time_s"], days),
         Readout("memory_bytes", "memory per GPU", ranges["memory_bytes"], e.memory_bytes),
         Readout("fits", "fits in HBM", {"fits": "yes", "at the edge": "at the edge", "does not fit": "no"}[verdict],
-                verdict.replace(" ", "-"), "ok" if verdict == "fits" else "warn"),
+                verdict.replace(" ", "-"), "warn" if verdict == "does not fit" else None),
         Readout("validation_error", "band from", f"\u00b1{fmt.two_significant(judged * 100)}%: {band.checks} published "
                 f"runs" + (f" ({band.regime})" if regime else ""), judged),
         Readout("settings", "your overrides and pins", changed or "none", changed.replace(" ", "") or "none"),

@@ -80,8 +80,10 @@ def _bar(y, cuts, rows, label):
         parts.append(svg.text(LEFT + rows / 2 * scale, y + BAR / 2 + 4, "one full file", class_="svg-label",
                               text_anchor="middle"))
     elif all(b == a or (b - a) * scale >= 8 * len(str(len(cuts) - 1)) for a, b in cuts):
-        parts.append(svg.numerals(((tuple(LEFT + (a + b) / 2 * scale for a, b in cuts), y + BAR / 2, range(len(cuts))),),
-                                  class_="op-label"))
+        for key in range(min(len(cuts), palette.RANK_COLOURS)):  # each shard's number in the ink that reads on its colour
+            ranks = range(key, len(cuts), palette.RANK_COLOURS)
+            parts.append(svg.numerals(((tuple(LEFT + sum(cuts[r]) / 2 * scale for r in ranks), y + BAR / 2, ranks),),
+                                      class_=f"op-label on-{palette.rank_key(key)}"))
     parts.append(svg.text(LEFT - 8, y + BAR / 2 + 4, label, class_="svg-label-soft", text_anchor="end"))
     return parts
 
@@ -125,7 +127,7 @@ def _geometry(state, saved, loaded, verdict):
         say = "\u2713 Restart works: " + ("a resharding, each new rank reads the ranges its lines reach"
                                           if verdict.needs_reshard else "each rank reopens its own file")
     parts.append(svg.text(0, bottom + BAR + 20, say, class_="svg-label", font_weight="600",
-                          style=f"fill:var(--c-{'ok' if verdict.loadable else 'warn'})"))
+                          style=None if verdict.loadable else "fill:var(--c-warn)"))
     return parts, bottom + BAR + 30
 
 
@@ -156,7 +158,7 @@ def _write_panel(state, top):
         parts.append(svg.segments(list(zip(xs, ys, xs[1:], ys[1:])), style="stroke:var(--ink)",
                                   stroke_width=2.5 if chosen else 1.2, stroke_dasharray=dash))
         now = y(_write_time(state["params"], state["write_GBps"], mode, state["src"]).total_s)
-        parts.append(svg.boxes(((here - 3.5, now - 3.5, 7, 7),), class_="fill-ok" if chosen else "fill-idle"))
+        parts.append(svg.boxes(((here - 3.5, now - 3.5, 7, 7),), class_="svg-ink-fill" if chosen else "svg-neutral-fill"))
         parts.append(svg.text(LEFT + span + 6, ys[-1] + 4, f"{mode}: {fmt.duration(curves[mode][-1])}",
                               class_="svg-label" if chosen else "svg-label-soft"))
     return parts, y0 + height + 38
@@ -180,7 +182,7 @@ def render(state):
     write = _write_time(state["params"], state["write_GBps"], state["mode"], state["src"])
     readouts = (
         Readout("reload_ok", "restart on the new ranks", "works" if verdict.loadable else "fails", 1 if verdict.loadable else 0,
-                "ok" if verdict.loadable else "warn"),
+                None if verdict.loadable else "warn"),
         Readout("reads_total", "byte ranges read, all new ranks", str(total) if verdict.loadable else "none: no plan", total),
         Readout("max_reads_per_rank", "most ranges one rank reads", str(most) if verdict.loadable else "none", most),
         Readout("write_time_s", f"time to save ({state['mode']})", fmt.duration(write.total_s), write.total_s),

@@ -13,10 +13,10 @@ CAPTION = (
     "once its growing global batch passes the critical batch B_noise."
 )
 NOTE = (
-    "Purple is strong scaling of a fixed global batch, dashed once a device would get less than one sample; blue "
-    "is weak scaling, a fixed batch per device; red is the weak run's real return. The grey dashed curve, E_min/E, "
-    "is the share of examples that still buy progress. Past the B = B_noise line, blue stays near the top while "
-    "red halves."
+    "Grey is strong scaling of a fixed global batch, dashed once a device would get less than one sample; blue "
+    "is weak scaling, a fixed batch per device; the thick line is the weak run's real return. The dotted curve, "
+    "E_min/E, is the share of examples that still buy progress. Past the B = B_noise line, blue stays near the top "
+    "while the thick line halves."
 )
 TRIES = (
     ("16,384 GPUs", {"N": 16384}),
@@ -40,12 +40,14 @@ CONTROLS = (
 SIZES = tuple(sorted({round(2 ** (k / 4)) for k in range(57)}))
 ALPHA_S = hardware.link("ib_ndr").alpha_s  # one ring step across the network
 W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 330, 48, 150, 34, 40
-CURVES = (  # (readout key, palette key, line style, label)
-    ("strong_efficiency", "comm", "", "strong scaling"),
-    ("weak_efficiency", "dp", "", "weak scaling"),
-    ("sample_efficiency", "idle", "svg-dash", "sample efficiency"),
-    ("effective_efficiency", "warn", "", "training efficiency"),
+CURVES = (  # (readout key, line class, line style, label): weak scaling is data parallelism's curve (its hue);
+    # the others have no palette meaning, so they are drawn in ink (efficiency is not communication, waiting or bad)
+    ("strong_efficiency", "svg-ink-stroke", "", "strong scaling"),
+    ("weak_efficiency", "stroke-dp", "", "weak scaling"),
+    ("sample_efficiency", "svg-ink-stroke", "svg-dot", "sample efficiency"),
+    ("effective_efficiency", "svg-ink", "", "training efficiency"),
 )
+MARKER = {"svg-ink-stroke": "svg-neutral-fill", "stroke-dp": "fill-dp", "svg-ink": "svg-ink-fill"}  # the dot on each curve at N
 
 
 @lru_cache(maxsize=64)  # moving N only moves the marker
@@ -93,24 +95,24 @@ def render(state):
         for run, dash in runs:
             if run:
                 parts.append(svg.polyline([(_x(p.world_size), _y(_values(p)[key])) for p in run],
-                                          class_=f"stroke-{colour} {dash}".strip(), stroke_width=2.5 if colour == "warn" else 2))
+                                          class_=f"{colour} {dash}".strip(), stroke_width=2.5 if colour == "svg-ink" else 2))
     # curve names at the right end, pushed apart so they never overlap
     parts.append(svg.end_labels([(_y(_values(points[-1])[key]) + 4, label) for key, _, _, label in CURVES], right + 14,
                                 gap=15, floor=H - BOTTOM, leaders_from=right + 2, class_="svg-label"))
     x = _x(state["N"])
     parts += [
         svg.segments([(x, TOP, x, H - BOTTOM)], class_="svg-ink", stroke_width=1),
-        *(svg.circles([(x, _y(now[key]), 4.5)], class_=f"fill-{colour}") for key, colour, _, _ in CURVES),
+        *(svg.circles([(x, _y(now[key]), 4.5)], class_=MARKER[colour]) for key, colour, _, _ in CURVES),
         svg.text(x + 5 if x < right - 60 else x - 5, H - BOTTOM - 6, f"N = {fmt.count(state['N'])}", class_="svg-label",
                  text_anchor="start" if x < right - 60 else "end"),
     ]
     drawing = svg.document(W, H, parts, label=f"Scaling efficiency against world size; the reader's N = {state['N']}")
     batch = fmt.count(here.weak_global_batch)
     readouts = (
-        Readout("strong_efficiency", "Strong scaling", fmt.percent(now["strong_efficiency"]), now["strong_efficiency"], "comm"),
+        Readout("strong_efficiency", "Strong scaling", fmt.percent(now["strong_efficiency"]), now["strong_efficiency"]),
         Readout("weak_efficiency", "Weak scaling", fmt.percent(now["weak_efficiency"]), now["weak_efficiency"], "dp"),
-        Readout("sample_efficiency", "Sample efficiency E_min/E", fmt.percent(now["sample_efficiency"]), now["sample_efficiency"], "idle"),
-        Readout("effective_efficiency", "Training efficiency (weak × sample)", fmt.percent(now["effective_efficiency"]), now["effective_efficiency"], "warn"),
+        Readout("sample_efficiency", "Sample efficiency E_min/E", fmt.percent(now["sample_efficiency"]), now["sample_efficiency"]),
+        Readout("effective_efficiency", "Training efficiency (weak × sample)", fmt.percent(now["effective_efficiency"]), now["effective_efficiency"]),
         Readout("global_batch_weak", "Weak-scaling global batch", f"{batch} samples", here.weak_global_batch),
         Readout("throughput", "Weak-scaling throughput", f"{fmt.count(here.throughput_per_s)} samples/s", here.throughput_per_s),
         Readout("examples_multiplier", "Samples to reach the loss", f"{fmt.decimal(here.examples_multiplier)} × the minimum", here.examples_multiplier),

@@ -12,7 +12,7 @@ CAPTION = (
     "until the watchdog fires. Below, what a flight-recorder dump would hold and what to grep for."
 )
 NOTE = (
-    "Blue is compute, purple a collective moving data, grey a rank waiting inside a collective for its peers, and "
+    "Slate is compute, purple a collective moving data, grey a rank waiting inside a collective for its peers, and "
     "red a rank parked in a collective that can never complete; the red dot marks the rank at fault, where the "
     "fault strikes. The bar on top is the whole run: training until the fault, then the time lost until the "
     "watchdog fires, so moving the fault's time rescales it. The graph on the right shows who waits on whom."
@@ -122,7 +122,7 @@ def _run(t, end):
     caption = (f"the run so far: {fmt.duration(fault)} of training, then {fmt.duration(end - fault)} {after}"
                if t.fault_s is not None else f"the run so far: {fmt.duration(fault)} of training, and this step completes")
     return [svg.text(6, RUN_Y + 8, "run", class_="svg-label"),
-            svg.boxes([(LEFT, RUN_Y, RIGHT - LEFT - lost, 9)], class_="fill-forward"),
+            svg.boxes([(LEFT, RUN_Y, RIGHT - LEFT - lost, 9)], class_="fill-compute"),
             svg.boxes([(RIGHT - lost, RUN_Y, lost, 9)] if lost else [],
                       class_="fill-warn" if t.watchdog_at_s is not None else "fill-idle"),
             svg.text(LEFT, RUN_Y + 24, caption, class_="svg-label-soft")]
@@ -142,7 +142,7 @@ def _lanes(t, x, end, waits, axis):
             moving.append((x(r.started_s), y, x(r.ended_s) - x(r.started_s), BAR))
     parts = [svg.boxes(((LEFT, TOP + r * ROW, RIGHT - LEFT, BAR) for r in range(4)), class_="svg-lane"),
              svg.texts(((6, TOP + r * ROW + 13, f"rank {r}") for r in range(4)), class_="svg-label"),
-             svg.boxes(((x(a), TOP + r * ROW, x(b) - x(a), BAR) for r, a, b in t.compute if a < end), class_="fill-forward"),
+             svg.boxes(((x(a), TOP + r * ROW, x(b) - x(a), BAR) for r, a, b in t.compute if a < end), class_="fill-compute"),
              svg.boxes(waiting, class_="fill-idle"), svg.boxes(moving, class_="fill-comm"),
              svg.boxes(parked, class_="fill-warn svg-faint stroke-warn")]
     for rank in range(4):

@@ -12,7 +12,7 @@ CAPTION = (
     "the slowest rank; below, that straggler tax against N."
 )
 NOTE = (
-    "The spread is cv = σ/μ, and the shaded band is the time the average rank spends waiting. The lower "
+    "The spread is cv = σ/μ, and the hatched grey band is the time the average rank spends waiting. The lower "
     "chart puts N on a log axis and draws the exact tax (solid) beside the √(2 ln N) rule of thumb (dashed)."
 )
 TRIES = (
@@ -59,7 +59,7 @@ def render(state):
     parts = [
         svg.boxes([(px(1), HIST_TOP - 6, px(max(exact, 1 + tax)) - px(1), HIST_H + 6)], class_="fill-idle svg-faint"),
         svg.boxes(((LEFT + k * width, HIST_BOTTOM - HIST_H * c / tallest, width - 1, HIST_H * c / tallest)
-                   for k, c in enumerate(counts) if c), class_="fill-forward"),
+                   for k, c in enumerate(counts) if c), class_="fill-compute"),
         svg.segments([(LEFT, HIST_BOTTOM, W - RIGHT, HIST_BOTTOM)] + [(px(1 + v), HIST_BOTTOM, px(1 + v), HIST_BOTTOM + 4) for v in ticks], class_="svg-axis"),
         svg.texts(((px(1 + v), HIST_BOTTOM + 16, "μ" if abs(v) < 1e-9 else f"{'+' if v > 0 else '-'}{fmt.percent(abs(v), 1 if tick < 0.01 else 0)}")
                    for v in ticks), class_="svg-label-soft", text_anchor="middle"),

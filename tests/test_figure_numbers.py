@@ -107,7 +107,7 @@ def test_figure_15_draws_every_simulated_pass(P, m, v):
         passes = fig15._simulate(name, P, m, v if name == "interleaved" else 1).passes
         for kind, chunk in sorted({(p.kind, p.chunk) for p in passes}):
             assert len({p.duration_s for p in passes if (p.kind, p.chunk) == (kind, chunk)}) == 1  # one bar length per path
-            expected.append((f"op op-{kind} op-chunk-{chunk}", sorted(
+            expected.append((f"op op-{kind} op-chunk-{chunk} stroke-{fig15.PASS_COLOUR[kind]}", sorted(
                 (p.stage, start, start + p.duration_s) for p in passes if (p.kind, p.chunk) == (kind, chunk) for start in p.starts)))
     assert len(paths) == len(expected)
     for path, (css_class, bars_expected) in zip(paths, expected):
@@ -150,8 +150,10 @@ def test_figure_15_panel_headers_state_the_simulated_numbers():
     # At P=8, m=8 a forward pass is ~18.6 px: every GPipe, 1F1B and ZB-H1 op carries its
     # microbatch number (128 + 128 + 192); interleaved forwards (v=2, ~9 px) are too narrow,
     # its 128 backwards (~18.6 px) are labelled.
-    labels = [path for path in ET.fromstring(drawing).iter(f"{SVG}path") if path.get("class") == "op-label"]
-    assert len(labels) == 4
+    labels = [path for path in ET.fromstring(drawing).iter(f"{SVG}path") if "op-label" in path.get("class", "").split()]
+    # one path per panel and bar colour: F and B in three panels, W in the zero-bubble one, the
+    # interleaved backwards of its two chunks
+    assert len(labels) == 2 + 2 + 2 + 3
     numbers = Counter(n for path in labels for _, _, n in numbers_drawn(ET.tostring(path, encoding="unicode")))
     assert numbers == {microbatch: (128 + 128 + 192 + 128) // 8 for microbatch in range(1, 9)}
 

@@ -54,7 +54,7 @@ def test_figure_11_draws_each_rank_its_own_colour_and_each_collective(T, order):
     walk = tensor.block_walkthrough("mlp", order, T, 1)
     assert shapes(v, "fill-comm") == walk.collectives_forward  # one band per collective
     right = walk.max_abs_error <= 1e-12
-    assert shapes(v, "fill-ok") == (1 if right else 0) and shapes(v, "fill-warn") == (0 if right else 1)
+    assert shapes(v, "svg-ink-fill") == (1 if right else 0) and shapes(v, "fill-warn") == (0 if right else 1)
     assert right == (order == "column_row" or T == 1)
     cells = sum(len(row) for step in walk.steps for panel in step.panels for piece in panel.pieces for row in piece)
     heat = sum(len(re.findall("h1", p.get("d"))) for p in ET.fromstring(v.svg).iter(SVG + "path")

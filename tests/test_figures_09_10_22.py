@@ -52,7 +52,7 @@ def test_fig09_draws_both_timelines_and_the_toggle_picks_the_readouts():
     # Same bars either way: 16 forward and 16 backward computes, 16 ReduceScatters per timeline.
     for view in (on, off):
         assert shapes(view, "stroke-forward") == shapes(view, "stroke-backward") == 2 * 16
-        assert len(path_data(view, "fill-params")) == 2  # a gathered-units strip under each timeline
+        assert len(path_data(view, "fill-buffers")) == 2  # a gathered-units strip under each timeline
     assert [t for t in texts(on) if "readouts" in t][0].startswith("With prefetch")
     assert [t for t in texts(off) if "readouts" in t][0].startswith("Without prefetch")
 
@@ -120,15 +120,15 @@ def test_fig10_shard_group_snaps_to_a_divisor_of_the_world():
 
 def test_fig10_mesh_draws_a_subset_and_says_so():
     _, small = render(10, N=16, shard=8, gpus=8)
-    assert shapes(small, "fill-idle") == 16  # two shard groups of 8, every GPU drawn
+    assert shapes(small, "svg-neutral-fill") == 16  # two shard groups of 8, every GPU drawn
     assert not any("Drawn:" in t for t in texts(small))
     assert shapes(small, "stroke-intra") == 2 and shapes(small, "stroke-inter") == 8  # 2 row rings, 8 column rings
     _, big = render(10, N=4096, shard=64, gpus=8)
-    assert shapes(big, "fill-idle") == 8 * 24
+    assert shapes(big, "svg-neutral-fill") == 8 * 24
     assert any("Drawn: 24 of the 64 GPUs of each shard group and 8 of the 64 shard groups." in t for t in texts(big))
     assert shapes(big, "stroke-inter") == 8 + 24  # the shard rings cross nodes too
     # One bar per shard group size the world allows in the memory chart.
-    assert shapes(big, "fill-params") == 13
+    assert shapes(big, "fill-memory") == 13
 
 
 # ---- Figure 22 ---------------------------------------------------------------------------------

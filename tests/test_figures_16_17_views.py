@@ -79,9 +79,9 @@ def test_figure_16_draws_the_expected_tokens_kept_and_dropped(raw):
     view = FIG16.render(state)
     unit = readouts(view)["unit_tokens"].value
     drawn = min(state["E"], 64)
-    assert _column_dots(view, "stroke-forward", 4) == sum(round(n / unit) for n in routing.kept[:drawn])
+    assert _column_dots(view, "stroke-ep", 4) == sum(round(n / unit) for n in routing.kept[:drawn])
     assert _column_dots(view, "stroke-warn", 6) == sum(round(n / unit) for n in routing.dropped[:drawn])
-    lines = path_data(view, "stroke-hbm", exact=True)
+    lines = path_data(view, "stroke-capacity", exact=True)
     if capacity is None:
         assert not lines and routing.dropped_fraction == 0
     else:  # one dashed capacity line per drawn expert, all at one height

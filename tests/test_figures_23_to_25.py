@@ -54,17 +54,18 @@ def test_figure_23_end_labels_never_collide(changes):
 
 def test_figure_23_draws_the_strong_curve_dashed_once_a_device_would_hold_less_than_a_sample():
     _, v = render(23, global_batch=16384 * 4)  # never below one sample: no dashed part
-    assert not path_data(v, "stroke-comm svg-dash")
+    assert not path_data(v, "svg-ink-stroke svg-dash")
     _, v = render(23, global_batch=256)
-    assert len(path_data(v, "stroke-comm svg-dash")) == 1 and len(path_data(v, "stroke-comm")) == 2
+    assert len(path_data(v, "svg-ink-stroke svg-dash")) == 1 and len(path_data(v, "svg-ink-stroke svg-dot")) == 1
+    assert len(path_data(v, "svg-ink-stroke", exact=True)) == 1  # strong scaling, solid, where a device holds a sample
     assert "data parallelism alone cannot split it" in render(23, N=4096, global_batch=256)[1].note
 
 
 def test_figure_23_marks_the_readers_n_on_every_curve_and_hides_b_noise_off_the_axis():
     _, v = render(23, N=64, per_device_batch=1, b_noise=131072)  # B_noise reached only at N = 131,072
     assert not any(t.startswith("B = B_noise") for t in texts(v)) and "N = 64" in texts(v)
-    for colour in ("comm", "dp", "idle", "warn"):
-        assert shapes(v, f"fill-{colour}") == 1  # one marker dot per curve
+    for css, dots in (("svg-neutral-fill", 2), ("fill-dp", 1), ("svg-ink-fill", 1)):
+        assert shapes(v, css) == dots  # one marker dot per curve: strong and sample, weak, training
 
 
 # ---- Figure 24 -------------------------------------------------------------------------------------
@@ -136,7 +137,7 @@ def test_figure_24_the_fault_time_moves_the_clock():
     assert "SeqNum=47," in early.html and "SeqNum=69119," in late.html  # 23 / 34559 healthy steps ran before
 
     def run_bars(v):  # (training, stuck) widths of the run's clock, in px
-        widths = [float(w) for d in path_data(v, "fill-forward") + path_data(v, "fill-warn", exact=True)
+        widths = [float(w) for d in path_data(v, "fill-compute") + path_data(v, "fill-warn", exact=True)
                   for w in re.findall(r"M[\d.]+ 24\.00h([\d.]+)", d)]
         return widths
     (train_early, stuck_early), (train_late, stuck_late) = run_bars(early), run_bars(late)
@@ -212,7 +213,7 @@ def test_figure_25_histogram_holds_every_drawn_rank_and_says_how_many(n, monkeyp
     step = reliability.sample_step(n, 1.0, 0.05, seed=state["seed"])
     (counts,) = seen
     assert sum(counts) == len(step.shown_times_s) == min(n, reliability.MAX_SHOWN_RANKS)  # none falls off the axis
-    (bars,) = path_data(v, "fill-forward")
+    (bars,) = path_data(v, "fill-compute")
     assert subpaths(bars) == sum(1 for c in counts if c)
     assert any(f"{reliability.MAX_SHOWN_RANKS:,} ranks drawn one by one" in t for t in texts(v)) == (n > reliability.MAX_SHOWN_RANKS)
 
