@@ -3,6 +3,7 @@ from CSS classes (``site/static/playbook.css``) so diagrams follow the light/dar
 from html import escape
 from functools import lru_cache
 from re import compile as _regex
+from unicodedata import combining
 
 from models.fmt import decimal  # coordinates: two decimals are sub-pixel
 
@@ -349,3 +350,143 @@ def time_axis(left, right, y, span_s, caption, most=6):
                 text_anchor="middle")
         + text(right, y + 39, caption.format(unit=unit), class_="svg-label-soft", text_anchor="end")
     )
+
+
+# ---------------------------------------------------------------------------
+# Labels that never collide: estimated text boxes, placed by one helper.
+
+# Font size (drawing units) of each label class in playbook.css; "svg-compact" drawings
+# draw svg-label and svg-label-soft at COMPACT_LABEL. Bold classes (600) run wider.
+LABEL_SIZES = {"svg-title": 13.0, "svg-label": 12.0, "svg-label-soft": 11.0, "svg-bar-label": 11.0}
+_BOLD_CLASSES = {"svg-title", "svg-bar-label", "svg-strong"}
+# Advance widths in em, rounded up, of DejaVu Sans: what Chromium draws system-ui with on
+# Debian, and among the widest sans-serif faces (Helvetica, Segoe UI and Roboto run
+# narrower), so an estimate from it is conservative wherever the page is read.
+_EM_WIDTHS = {
+    0.34: " !',./:;I J[]\\|ijl\u2019\u2018\u00b7",
+    0.42: "()\"-frt{}",
+    0.54: "*?_`^cs z\u2013\u00b0",
+    0.64: "#$0123456789abdeghknopquvxy\u00b5\u03bc\u03c3\u221a\u03c0\u03bb\u03c7\u03b8\u03b1\u03b2\u00e9\u00e8\u00fc\u00f6\u2022",
+    0.70: "ABEFKLPRSTVXYZ\u03a3\u0394",
+    0.79: "CDGHNOQU\u03a8&",
+    0.84: "+<=>~\u00d7\u2212\u2264\u2265\u2192\u2190\u2191\u2193\u2248\u00b1\u221e\u2713\u2717\u25b2\u25bc\u201c\u201d",
+    0.99: "mwMW%@\u2014\u2026",
+}
+_EM_WIDTH = {char: em for em, chars in _EM_WIDTHS.items() for char in chars}
+_BOLD_WIDTH = 1.16  # weight 600 against 400, the widest ratio of the common characters
+ASCENT, DESCENT = 0.95, 0.27  # em above and below the baseline that a text's box covers
+
+
+def text_width(content, size, bold=False):
+    """A conservative width, in drawing units, of ``content`` set at ``size``: never less
+    than Chromium draws it (tests/browser/test_text_overlaps.py measures), a few percent
+    more on ordinary text. An unknown character counts as 1 em; a combining mark (the bar
+    of f\u0304) as none."""
+    em = sum(_EM_WIDTH.get(char, 0.0 if combining(char) else 1.0) for char in str(content))
+    return em * size * (_BOLD_WIDTH if bold else 1.0)
+
+
+def text_box(x, y, content, size, anchor="start", bold=False):
+    """The box ``(x, y, width, height)`` a ``<text>`` at baseline ``(x, y)`` covers."""
+    width = text_width(content, size, bold)
+    left = x - {"start": 0.0, "middle": width / 2, "end": width}[anchor]
+    return (left, y - ASCENT * size, width, (ASCENT + DESCENT) * size)
+
+
+def label_size(class_, compact=False):
+    """``(font size, bold)`` of a label drawn with CSS classes ``class_``."""
+    names = str(class_ or "").split()
+    size = next((LABEL_SIZES[name] for name in names if name in LABEL_SIZES), LABEL_SIZES["svg-label"])
+    if compact and ("svg-label" in names or "svg-label-soft" in names):
+        size = COMPACT_LABEL
+    return size, any(name in _BOLD_CLASSES for name in names)
+
+
+class Label:
+    """A label to place: its preferred baseline point and anchor, then ``alternatives``
+    (further ``(x, y, anchor)`` to try in order: a flip to the other side of a marker, a
+    slot in the margin), then ``moves``: the directions ("up", "down", "left", "right")
+    in which ``place_labels`` may slide it, nearest free place first, to stack it clear
+    of the others. ``attributes`` are the ``<text>``'s (``class_``, ``style``...)."""
+
+    __slots__ = ("x", "y", "text", "anchor", "alternatives", "moves", "attributes")
+
+    def __init__(self, x, y, text, *, anchor="start", alternatives=(), moves=("up", "down"), **attributes):
+        self.x, self.y, self.text, self.anchor = float(x), float(y), str(text), anchor
+        self.alternatives, self.moves = tuple(alternatives), tuple(moves)
+        self.attributes = {"class_": "svg-label-soft", **attributes}
+
+    def __repr__(self):
+        return f"Label({self.x:g}, {self.y:g}, {self.text!r}, anchor={self.anchor!r})"
+
+
+_DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
+_SLIDE_STEPS = 48  # how far (in quarter-ems) a label may slide before it gives up
+_GAP = 1.0  # drawing units kept between two labels' boxes
+
+
+def _overlaps(a, b, gap=0.0):
+    return (a[0] < b[0] + b[2] + gap and b[0] < a[0] + a[2] + gap
+            and a[1] < b[1] + b[3] + gap and b[1] < a[1] + a[3] + gap)
+
+
+def _inside(box, bounds):
+    x, y, w, h = bounds
+    return box[0] >= x - 1e-9 and box[1] >= y - 1e-9 and box[0] + box[2] <= x + w + 1e-9 and box[1] + box[3] <= y + h + 1e-9
+
+
+def _clamp(x, y, box, bounds):
+    """Slide a baseline point (and its box) so that the box lies inside ``bounds`` (as far
+    as it fits)."""
+    bx, by, bw, bh = bounds
+    dx = max(0.0, bx - box[0]) or min(0.0, bx + bw - box[0] - box[2])
+    dy = max(0.0, by - box[1]) or min(0.0, by + bh - box[1] - box[3])
+    return x + dx, y + dy, (box[0] + dx, box[1] + dy, box[2], box[3])
+
+
+def place_labels(labels, bounds, *, obstacles=(), compact=False):
+    """Where each label goes: ``[(x, y, anchor, box)]`` in the order given, which is the
+    order of priority (earlier labels keep their preferred place).
+
+    ``bounds`` ``(x, y, width, height)`` is the drawing (a height of ``math.inf``: open
+    below); ``obstacles`` are boxes ``(x, y, width, height)`` no label may cover (bars,
+    marks, text drawn otherwise). Text sizes come from each label's classes (``compact``:
+    an "svg-compact" drawing). A label goes to its preferred point, moved inside the
+    bounds if it would stick out; if its box would touch a placed label or an obstacle,
+    to the first free alternative; else it slides along its ``moves`` in quarter-em steps
+    to the nearest free place inside the bounds. Only if none is found does it stay at its
+    (bounded) preferred point, overlapping."""
+    taken = [tuple(map(float, box)) for box in obstacles]
+    placed = []
+    for label in labels:
+        size, bold = label_size(label.attributes.get("class_"), compact)
+        candidates = [(label.x, label.y, label.anchor)] + [(float(x), float(y), a) for x, y, a in label.alternatives]
+        boxes = []
+        for x, y, anchor in candidates:
+            boxes.append(_clamp(x, y, text_box(x, y, label.text, size, anchor, bold), bounds) + (anchor,))
+        spot = next((b for b in boxes if not any(_overlaps(b[2], t, _GAP) for t in taken)), None)
+        if spot is None:
+            x, y, box, anchor = boxes[0]
+            step = size / 4
+            for distance in range(1, _SLIDE_STEPS + 1):
+                for move in label.moves:
+                    dx, dy = _DIRECTIONS[move]
+                    moved = (box[0] + dx * step * distance, box[1] + dy * step * distance, box[2], box[3])
+                    if _inside(moved, bounds) and not any(_overlaps(moved, t, _GAP) for t in taken):
+                        spot = (x + dx * step * distance, y + dy * step * distance, moved, anchor)
+                        break
+                if spot:
+                    break
+            spot = spot or boxes[0]
+        x, y, box, anchor = spot
+        taken.append(box)
+        placed.append((x, y, anchor, box))
+    return placed
+
+
+def labels(items, bounds, *, obstacles=(), compact=False):
+    """``place_labels`` drawn: one ``<text>`` per label, where it was placed."""
+    out = []
+    for label, (x, y, anchor, _) in zip(items, place_labels(items, bounds, obstacles=obstacles, compact=compact)):
+        out.append(text(x, y, label.text, text_anchor=None if anchor == "start" else anchor, **label.attributes))
+    return "".join(out)
