@@ -108,6 +108,7 @@ def overlap(a, b):
 
 
 def inside(box, view):
-    """Whether a box lies within the drawing's viewBox."""
+    """Whether a box lies within the drawing's viewBox (give or take the 0.05 units that
+    writing x and y to one decimal may move it)."""
     _, _, width, height = map(float, ET.fromstring(view.svg).get("viewBox").split())
-    return box[0] >= 0 and box[1] >= 0 and box[0] + box[2] <= width and box[1] + box[3] <= height
+    return box[0] >= -0.1 and box[1] >= -0.1 and box[0] + box[2] <= width + 0.1 and box[1] + box[3] <= height + 0.1

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from figures import registry
-from models import activations, context, tensor
-from tests.figure_views import SVG, shapes, texts, values, view
+from models import activations, context, fmt, tensor
+from tests.figure_views import SVG, inside, overlap as boxes_overlap, paths, shapes, text_boxes, texts, values, view
 from tests.published_cases import published_cases
 
 GiB = 2**30
@@ -220,3 +220,41 @@ def test_figure_14_draws_the_causal_triangle_and_the_ring_schedule(C, layout):
     idle = context.ring_idle_steps(context.causal_work(C, layout))
     assert shapes(v, "fill-idle") == sum(1 for n in idle if n)  # contiguous: one idle run per step after the first
     assert values(v)["causal_imbalance"] == pytest.approx(2 - 1 / C if layout == "contiguous" else 1.0)
+
+
+FIG14_EXTREMES = [{}, {"heads": 8}, {"kv_heads": 1}, {"kv_heads": 128}, {"gpus": 4}, {"gpus": 16}, {"C": 1},
+                  {"C": 64, "s": 1048576, "h": 32768, "heads": 128, "kv_heads": 128, "gpus": 72}, {"C": 64, "gpus": 4},
+                  {"s": 4096, "h": 1024, "C": 2, "intra": "pcie4_x16"}]
+
+
+@pytest.mark.parametrize("changes", FIG14_EXTREMES)
+def test_figure_14_times_have_a_log_axis_in_seconds_and_the_compute_the_ring_hides_behind(changes):
+    """The time bars had no y values, their 1.06 / 1.23 ms labels collided, and nothing showed
+    the compute that 'the ring can hide' behind: now a log axis named in seconds, the ring,
+    Ulysses and a rank's attention compute for every C, and the chosen C's values placed
+    apart by svg.place_labels."""
+    state = registry()[14].validate_state({**registry()[14].default_state(), **changes})
+    v = view(14, **changes)
+    C, s, h = state["C"], state["s"], state["h"]
+    compute = context.attention_compute_s(s, h, C)
+    ring = context.context_comm_time(s, h, state["heads"], C, kv_heads=state["kv_heads"], intra_link=state["intra"],
+                                     inter_link=state["inter"], gpus_per_node=state["gpus"]).ring_s
+    shown = values(v)
+    assert shown["attention_compute_s"] == compute and shown["ring_hidden"] == int(ring <= compute)
+    boxes = text_boxes(v)
+    [chart_top] = [box[1] for t, box in boxes if t == "one layer's forward, per rank, by C (log scale)"]
+    boxes = [(t, box) for t, box in boxes if box[1] >= chart_top]  # the time chart's labels
+    drawn = [t for t, _ in boxes]
+    ticks = [(t, box) for t, box in boxes if box[0] + box[2] == pytest.approx(6 + 58 - 6) and t[0].isdigit()]
+    assert len(ticks) >= 2 and all(t.endswith(("s", "ms", "\u00b5s", "ns")) for t, _ in ticks)
+    # decades evenly spaced: a log axis
+    ys = sorted(box[1] for _, box in ticks)
+    assert max(ys[i + 1] - ys[i] for i in range(len(ys) - 1)) == pytest.approx(min(ys[i + 1] - ys[i] for i in range(len(ys) - 1)))
+    assert f"compute {fmt.duration(compute)}" in drawn
+    if ring:
+        assert f"ring {fmt.duration(ring)}" in drawn
+    assert len(paths(v, "svg-ink svg-dash")) >= 1  # the compute line (and its legend mark)
+    assert all(inside(box, v) for _, box in boxes), [t for t, box in boxes if not inside(box, v)]
+    assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:]), \
+        [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)]
+
