@@ -336,20 +336,23 @@ def _floor_log10(value):
     return exponent
 
 
-def time_axis(left, right, y, span_s, caption, most=6):
+def time_axis(left, right, y, span_s, caption, most=6, *, width=None, compact=False):
     """A time axis for ``span_s`` seconds drawn from ``left`` to ``right`` at height ``y``:
     round ticks (``ticks``) labelled in ms, or in s from 10 s on, and ``caption`` (with
-    ``{unit}`` standing for the unit) under its right end. 46 units tall."""
+    ``{unit}`` standing for the unit) under its right end. 46 units tall. Given the drawing's
+    ``width`` (and ``compact`` for an "svg-compact" one), a tick label that would stick out
+    of the drawing is moved in (``place_labels``), as is one that would touch its neighbour."""
     unit, per_s = ("s", 1.0) if span_s >= 10 else ("ms", 1e3)
     scale = (right - left) / span_s
     marks = ticks(0, span_s * per_s, most)
-    return (
-        segments([(left, y, right, y)] + [(left + t / per_s * scale, y, left + t / per_s * scale, y + 4) for t in marks],
-                 class_="svg-axis")
-        + texts(((left + t / per_s * scale, y + 19, decimal(t, 3)) for t in marks), class_="svg-label-soft",
-                text_anchor="middle")
-        + text(right, y + 39, caption.format(unit=unit), class_="svg-label-soft", text_anchor="end")
-    )
+    axis = segments([(left, y, right, y)] + [(left + t / per_s * scale, y, left + t / per_s * scale, y + 4) for t in marks],
+                    class_="svg-axis")
+    caption = text(right, y + 39, caption.format(unit=unit), class_="svg-label-soft", text_anchor="end")
+    if width is None:
+        return axis + texts(((left + t / per_s * scale, y + 19, decimal(t, 3)) for t in marks), class_="svg-label-soft",
+                            text_anchor="middle") + caption
+    marks = [Label(left + t / per_s * scale, y + 19, decimal(t, 3), anchor="middle", moves=()) for t in marks]
+    return axis + labels(marks, (0, y, width, 24), compact=compact) + caption
 
 
 # ---------------------------------------------------------------------------
@@ -423,6 +426,11 @@ class Label:
 _DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
 _SLIDE_STEPS = 48  # how far (in quarter-ems) a label may slide before it gives up
 _GAP = 1.0  # drawing units kept between two labels' boxes
+
+
+def boxes_touch(a, b, gap=0.0):
+    """Whether boxes ``(x, y, width, height)`` overlap, or come closer than ``gap``."""
+    return _overlaps(a, b, gap)
 
 
 def _overlaps(a, b, gap=0.0):

@@ -169,6 +169,22 @@ def test_07_bars_do_not_move_with_n_and_only_the_job_panel_does():
     assert any(t.startswith("the job needs 459 TB") for t in texts(render(7, N=4096)[1]))
 
 
+@pytest.mark.parametrize("changes", [{}, {"compute_ms": 1000}, {"comm_mb": 1}, {"compute_ms": 0.1, "comm_mb": 1},
+                                     {"bw_GBps": 10}, {"channels": 64, "mem_bound": 1.0}, {"bw_GBps": 50}])
+def test_06_no_label_sits_on_a_fill_or_leaves_the_drawing(changes):
+    """The gauges' 'taken / left' labels were haloed over the bars, 'at 80% speed' sat on the
+    faded GEMM, the title's top and the time axis' last tick stuck out of the drawing."""
+    _, rendered = render(6, **changes)
+    boxes = text_boxes(rendered)
+    fills = [box for key in ("comm", "forward", "exposed") for box in rectangles(rendered, f"fill-{key}")]
+    assert len(fills) >= 9 and not ET.fromstring(rendered.svg).findall(f".//{SVG}text[@class='svg-label-soft svg-halo']")
+    assert [(t, f) for t, box in boxes for f in fills if boxes_overlap(box, f)] == []
+    assert [t for t, box in boxes if not inside(box, rendered)] == []
+    assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])
+    if changes == {}:
+        assert "GEMM at 80%" in texts(rendered)  # the faded stretch is still explained where there is room
+
+
 @pytest.mark.parametrize("changes", [{}, {"params": 1_000_000_000_000}, {"params": 1_000_000_000, "gpu": "mi300x"},
                                      {"activations_gb": 200, "N": 4096}, {"params": 1_000_000_000_000, "activations_gb": 200}])
 def test_07_every_label_fits_the_drawing_and_the_hbm_label_sits_on_no_bar(changes):
