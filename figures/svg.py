@@ -242,14 +242,14 @@ def _arrow_head(x, y, dx, dy, head):
             f"L{back_x + uy * head * 0.5:.2f} {back_y - ux * head * 0.5:.2f}")
 
 
-def end_labels(items, x, *, gap=14.0, floor=None, **attributes):
-    """Labels ``(y, text)`` at ``x`` (the right ends of a chart's curves), moved apart so that no two
-    are closer than ``gap`` and, if ``floor`` is given, none sits below it."""
-    placed = []
-    for y, content in sorted(items):
-        placed.append((max(y, placed[-1][0] + gap) if placed else y, content))
-    lift = max(0.0, placed[-1][0] - floor) if placed and floor is not None else 0.0
-    return texts(((x, y - lift, content) for y, content in placed), **attributes)
+def end_labels(items, x, *, floor=None, obstacles=(), **attributes):
+    """Labels ``(y, text)`` at ``x`` (the right ends of a chart's curves), top to bottom, placed
+    by ``place_labels``: none touches another or an obstacle, and, if ``floor`` is given, no
+    baseline sits below it."""
+    items = [Label(x, y, content, moves=("down", "up"), **attributes) for y, content in sorted(items)]
+    size, _ = label_size(attributes.get("class_"))
+    bottom = 1e9 if floor is None else floor + DESCENT * size
+    return labels(items, (x, -1e9, 1e9, bottom + 1e9), obstacles=obstacles)
 def hit_areas(items, **attributes):
     """Clickable rectangles over a drawing, one ``<rect>`` each: ``items`` are
     ``(x, y, width, height, data_set)`` or ``(x, y, width, height, data_set, label)``.
@@ -461,8 +461,8 @@ def place_labels(labels, bounds, *, obstacles=(), compact=False):
     marks, text drawn otherwise). Text sizes come from each label's classes (``compact``:
     an "svg-compact" drawing). A label goes to its preferred point, moved inside the
     bounds if it would stick out; if its box would touch a placed label or an obstacle,
-    to the first free alternative; else it slides along its ``moves`` in quarter-em steps
-    to the nearest free place inside the bounds. Only if none is found does it stay at its
+    to the first free alternative; else it slides from one of those points along its
+    ``moves`` in quarter-em steps, to the nearest free place inside the bounds. Only if none is found does it stay at its
     (bounded) preferred point, overlapping."""
     taken = [tuple(map(float, box)) for box in obstacles]
     placed = []
@@ -473,19 +473,17 @@ def place_labels(labels, bounds, *, obstacles=(), compact=False):
         for x, y, anchor in candidates:
             boxes.append(_clamp(x, y, text_box(x, y, label.text, size, anchor, bold), bounds) + (anchor,))
         spot = next((b for b in boxes if not any(_overlaps(b[2], t, _GAP) for t in taken)), None)
-        if spot is None:
-            x, y, box, anchor = boxes[0]
-            step = size / 4
-            for distance in range(1, _SLIDE_STEPS + 1):
-                for move in label.moves:
-                    dx, dy = _DIRECTIONS[move]
-                    moved = (box[0] + dx * step * distance, box[1] + dy * step * distance, box[2], box[3])
-                    if _inside(moved, bounds) and not any(_overlaps(moved, t, _GAP) for t in taken):
-                        spot = (x + dx * step * distance, y + dy * step * distance, moved, anchor)
-                        break
-                if spot:
+        step = size / 4
+        for distance in range(1, _SLIDE_STEPS + 1) if spot is None else ():
+            for (x, y, box, anchor), move in ((b, m) for b in boxes for m in label.moves):
+                dx, dy = _DIRECTIONS[move]
+                moved = (box[0] + dx * step * distance, box[1] + dy * step * distance, box[2], box[3])
+                if _inside(moved, bounds) and not any(_overlaps(moved, t, _GAP) for t in taken):
+                    spot = (x + dx * step * distance, y + dy * step * distance, moved, anchor)
                     break
-            spot = spot or boxes[0]
+            if spot:
+                break
+        spot = spot or boxes[0]
         x, y, box, anchor = spot
         taken.append(box)
         placed.append((x, y, anchor, box))
