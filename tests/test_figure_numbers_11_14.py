@@ -107,7 +107,21 @@ def test_figure_12_draws_seven_bars_coloured_by_fabric(gpus):
     outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > gpus)
     assert shapes(v, "fill-inter") == outside and shapes(v, "fill-intra") == 7 - outside
     assert shapes(v, "fill-forward") == shapes(v, "fill-backward") == 7
-    assert ("InfiniBand NDR 400 Gb/s >" in texts(v)) == (outside > 0)
+    assert ("InfiniBand NDR 400 Gb/s >" in texts(v) or "network >" in texts(v)) == (outside > 0)
+
+
+@pytest.mark.parametrize("changes", [{}, {"gpus": 16}, {"inter": "roce_400gbe"}, {"gpus": 16, "inter": "roce_400gbe"},
+                                     {"micro": 16, "seq": 131072, "hidden": 32768, "T": 1}])
+def test_figure_12_labels_stay_in_the_drawing(changes):
+    """The network's name ran off the right edge with the node edge at T = 16 | 32, and the
+    axis of a 200 s layer read "200000 ms" off the left edge: long names give way to
+    "network", and ticks of 10 s and more are in seconds."""
+    figure = registry()[12]
+    state = figure.validate_state({**figure.default_state(), **changes})
+    v = view(12, **state)
+    boxes = text_boxes(v)
+    assert [t for t, box in boxes if not inside(box, v)] == []
+    assert not any(t.endswith("000 ms") for t, _ in boxes)
 
 
 # ---- Figure 13 ------------------------------------------------------------------------------------
