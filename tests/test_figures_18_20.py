@@ -201,4 +201,5 @@ def test_19_the_lit_fix_stays_inside_its_leaf(changes):
     assert [t for t, box in boxes if box[0] >= LEAF_X and box[0] + box[2] > LEAF_X + LEAF_W] == []
     fix = readouts(view)["fix"].text  # the whole sentence
     drawn = _fit_leaf(fix)
-    assert drawn in [t for t, _ in boxes] and drawn.replace(", too much", "") in fix.replace(" a GPU", "")
+    assert drawn in [t for t, _ in boxes]
+    assert drawn in (fix, fix.replace(" a GPU", ""), fix.replace(" a GPU", "").replace(", still too much", ", too much"))
