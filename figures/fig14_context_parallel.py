@@ -130,7 +130,7 @@ def _time_chart(state, sweep, ok, top):
     if not sweep[i].ring_s:
         labels.append(svg.Label(x(i) + 8, base - 6, "no sends at C = 1", class_="svg-label"))
     if not ok:
-        labels.append(svg.Label(x(i) + 8, base - 6, f"Ulysses: {kv} KV heads for {C} ranks", class_="svg-label"))
+        labels.append(svg.Label(x(i) + 8, base - 6, f"no Ulysses past C = {kv}, one KV head each", class_="svg-label"))
     for j, t in enumerate(sweep):
         if t.crosses_node and not sweep[j - 1].crosses_node:
             edge = x(j) - slot / 2
@@ -179,7 +179,7 @@ def render(state):
         soft.append((after[0], y + 110, f"by heads: {kv // C} of {kv} KV heads per rank"))
     else:
         fills.setdefault("warn", []).append((after[0], y + 100, 10, 10))
-        labels.append((after[0] + 14, y + 110, f"{kv} KV heads for {C} ranks"))
+        labels.append((after[0] + 14, y + 110, f"{kv} KV head{'s' if kv > 1 else ''} for {C} ranks"))
     outlines = [(LEFT + 14, top, SIDE, SIDE), (LEFT + 264, top, SIDE, SIDE), (*before, SIDE, 80), (*after, SIDE, 80)]
     y += 140
     labels.append((LEFT, y, "one layer's forward, per rank, by C (log scale)"))
