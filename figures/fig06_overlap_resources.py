@@ -37,19 +37,20 @@ CONTROLS = (
 )
 
 WIDTH, X0, X1 = 400, 4, 392
-GAUGE_TOP, GAUGE_PITCH, BAR = 26, 52, 19
-LANES_TOP, LANE_PITCH, LANE = 216, 76, 18
+GAUGE_TOP, GAUGE_PITCH, BAR = 26, 68, 19
+LANES_TOP, LANE_PITCH, LANE = 264, 76, 18
 
 
 def _gauges(parts, r, state, hbm_bps):
-    """The three resources as bars: the collective's share in purple, the rest empty."""
+    """The three resources as bars: the collective's share in purple, the rest empty; what is
+    left for the GEMM is said under each bar, never on it."""
     gauges = (
         ("Link", 1.0, f"{fmt.decimal(state['bw_GBps'])} GB/s, all of it, for {fmt.duration(r.comm_s)}"),
         ("SMs", r.sm_share, f"{state['channels']} of {state['sms']} held by NCCL channels"),
         ("HBM bandwidth", r.hbm_share, f"{fmt.data_size(r.hbm_traffic_bytes_per_s)}/s of "
                                        f"{fmt.data_size(hbm_bps)}/s"),
     )
-    parts.append(svg.text(0, 12, "What the collective takes while it runs", class_="svg-label svg-strong"))
+    parts.append(svg.text(0, 15, "What the collective takes while it runs", class_="svg-label svg-strong"))
     for i, (name, share, detail) in enumerate(gauges):
         y = GAUGE_TOP + i * GAUGE_PITCH
         taken = (X1 - X0) * share
@@ -59,7 +60,7 @@ def _gauges(parts, r, state, hbm_bps):
             svg.text(X0, y + 13, f"{name}: {detail}", class_="svg-label"),
             svg.boxes([(X0, y + 19, X1 - X0, BAR)], class_="svg-lane"),
             svg.boxes([(X0, y + 19, taken, BAR)], class_="fill-comm"),
-            svg.text(X1 - 4, y + 34, rest, class_="svg-label-soft svg-halo", text_anchor="end"),
+            svg.text(X1, y + 55, rest, class_="svg-label-soft", text_anchor="end"),
         ]
 
 
@@ -88,12 +89,22 @@ def _timeline(parts, r, state):
                       class_="fill-exposed"),
             svg.segments([(x(step), y - 2, x(step), y + 2 * LANE + 6)], class_="svg-ink", stroke_width=1.5),
         ]
+    # In the profiler's row, what the faded stretch of the GEMM means: said in the lane of the
+    # AllReduce that causes it, right after that bar (never on a bar); left out if it has no room.
     row = LANES_TOP + LANE_PITCH
-    slowed = f"at {fmt.percent(res.compute_rate_during_overlap, 0)} speed"
-    if slowed_until * scale > 96:
-        parts.append(svg.text(x(slowed_until / 2), row + 14, slowed, class_="svg-label", text_anchor="middle"))
+    rate = fmt.percent(res.compute_rate_during_overlap, 0)
+    baseline, step_x = row + 2 * LANE - 1, x(res.step_s)
+    taken = [(X0, row + LANE + 3, r.comm_s * scale, LANE), (step_x - 1, row - 2, 2, 2 * LANE + 8)]
+    for slowed in (f"GEMM at {rate} speed", f"GEMM at {rate}"):
+        label = svg.Label(x(r.comm_s) + 6, baseline, slowed, alternatives=((step_x + 6, baseline, "start"),), moves=(),
+                          class_="svg-label")
+        [(at, _, _, box)] = svg.place_labels([label], (X0, row, X1 - X0, 2 * LANE + 6), obstacles=taken, compact=True)
+        if not any(svg.boxes_touch(box, t) for t in taken):
+            parts.append(svg.text(at, baseline, slowed, class_="svg-label"))
+            break
     axis_y = LANES_TOP + 3 * LANE_PITCH - 10
-    parts.append(svg.time_axis(X0, X1, axis_y, longest, "{unit}; slate GEMM, purple AllReduce, red exposed"))
+    parts.append(svg.time_axis(X0, X1, axis_y, longest, "{unit}; slate GEMM, purple AllReduce, red exposed",
+                               width=WIDTH, compact=True))
     return axis_y + 46
 
 

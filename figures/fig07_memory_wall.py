@@ -35,10 +35,11 @@ CONTROLS = (
 )
 
 LAYERS = PARTS + (("activations", "Activations"),)  # palette keys, bottom to top
-WIDTH, X0, X1 = 400, 58, 392
-PER_GPU = (44, 196)  # top panel: y of its top and its axis
-JOB = (322, 466)  # bottom panel
-HEIGHT = 508
+WIDTH, X0, X1 = 400, 64, 392  # X0: room for "100 GB" at 14.5 px left of the axis
+PER_GPU = (62, 214)  # top panel: y of its top and its axis
+HEADROOM = 24  # drawing units above the tallest bar (or line), where a label can go
+JOB = (340, 484)  # bottom panel
+HEIGHT = 526
 SLOT = (X1 - X0) / len(DEVICE_COUNTS)
 WARN, OK = "fill:var(--c-warn)", None  # a verdict that passes stays in ink: only red means something
 
@@ -55,18 +56,29 @@ def _n_axis(bottom):
     ]
 
 
+def _bytes_line(state, optimizer, wall):
+    """What each GPU's bar is made of: the bytes per parameter (ZeRO's 2 + 2 + 12 for mixed-
+    precision Adam; the planner counts 18, checkpoints 14: the prose says why)."""
+    terms = " + ".join(fmt.decimal(b) for b in (optimizer.param_bytes, optimizer.grad_bytes, optimizer.optimizer_bytes))
+    if not wall.activations_bytes:
+        return f"{fmt.si_count(state['params'])} parameters \u00d7 ({terms}) bytes"
+    return f"{fmt.si_count(state['params'])} \u00d7 ({terms}) B + {fmt.data_size(wall.activations_bytes)} activations"
+
+
 def _per_gpu_panel(state, wall, hbm, gpu):
     top, bottom = PER_GPU
-    scale_top = max(wall.per_device_bytes, hbm) * 1.12
-    y = lambda b: bottom - b / scale_top * (bottom - top)  # noqa: E731 (a linear scale)
+    scale_top = max(wall.per_device_bytes, hbm)
+    y = lambda b: bottom - b / scale_top * (bottom - top - HEADROOM)  # noqa: E731 (a linear scale)
     ticks = [t * 1e9 for t in svg.ticks(0, scale_top / 1e9, 5)]  # round numbers of GB
-    verdict = "fits on every GPU, at every N" if wall.fits else "fits on no GPU, at any N"
+    verdict = "fits on every GPU, at any N" if wall.fits else "fits on no GPU, at any N"
+    optimizer = memory.OPTIMIZERS[state["optimizer"]]
     parts = [
         svg.text(0, 14, "Memory per GPU", class_="svg-label svg-strong"),
-        svg.text(0, 31, f"{fmt.gigabytes(wall.per_device_bytes)}: {verdict}", class_="svg-label",
+        svg.text(0, 32, _bytes_line(state, optimizer, wall), class_="svg-label"),
+        svg.text(0, 50, f"{fmt.gigabytes(wall.per_device_bytes)} per GPU: {verdict}", class_="svg-label",
                  style=OK if wall.fits else WARN),
         svg.segments([(X0, y(t), X1, y(t)) for t in ticks[1:]], class_="svg-axis", stroke_dasharray="2 3"),
-        svg.texts(((X0 - 6, y(t) + 4, fmt.data_size(t) if t else "0") for t in ticks), class_="svg-label-soft",
+        svg.texts(((X0 - 6, y(t) + 5, fmt.data_size(t) if t else "0") for t in ticks), class_="svg-label-soft",
                   text_anchor="end"),
     ]
     sizes = [getattr(wall.states, f"{key}_bytes") for key, _ in PARTS] + [wall.activations_bytes]
@@ -76,13 +88,21 @@ def _per_gpu_panel(state, wall, hbm, gpu):
             parts.append(svg.boxes([(_x(n) - SLOT * 0.34, y(below + size), SLOT * 0.68, y(below) - y(below + size))
                                     for n in DEVICE_COUNTS], class_=f"fill-{key}"))
         below += size
+    chosen = (_x(state["N"]) - SLOT * 0.48, y(below) - 3, SLOT * 0.96, bottom - y(below) + 3)
+    # The HBM line's label: above the line's right end, else below it, else slid up clear of
+    # the bars (into the headroom over them), never on a bar; a dotted leader then runs down
+    # to the line, right of the last bar.
+    label = svg.Label(X1, y(hbm) - 6, f"HBM of one {gpu.short_name}: {fmt.gigabytes(hbm)}", anchor="end",
+                      alternatives=((X1, y(hbm) + 18, "end"),), moves=("up",), class_="svg-label")
+    bars = [(_x(n) - SLOT * 0.34, y(below), SLOT * 0.68, bottom - y(below)) for n in DEVICE_COUNTS] + [chosen]
+    [(x, at, anchor, _)] = svg.place_labels([label], (X0, top - 4, X1 - X0, bottom - top + 4), obstacles=bars, compact=True)
     parts += [
-        svg.boxes([(_x(state["N"]) - SLOT * 0.48, y(below) - 3, SLOT * 0.96, bottom - y(below) + 3)],
-                  class_="svg-ink", stroke_width=1.5),
+        svg.boxes([chosen], class_="svg-ink", stroke_width=1.5),
         svg.segments([(X0, y(hbm), X1, y(hbm))], class_="stroke-capacity", stroke_width=2, stroke_dasharray="6 4"),
-        svg.text(X1, y(hbm) - 6, f"HBM of one {gpu.short_name}: {fmt.gigabytes(hbm)}",
-                 class_="svg-label svg-halo", text_anchor="end"),
+        svg.text(x, at, label.text, text_anchor=anchor, class_="svg-label"),
     ]
+    if abs(at - label.y) > 1 and at < y(hbm):
+        parts.append(svg.segments([(X1 - 1.5, at + 5, X1 - 1.5, y(hbm))], class_="stroke-capacity", stroke_dasharray="1 3"))
     return parts + _n_axis(bottom)
 
 
@@ -130,8 +150,11 @@ def render(state):
         class_="svg-compact",
     )
     sizes = [(key, name, getattr(wall.states, f"{key}_bytes")) for key, name in PARTS]
+    optimizer = memory.OPTIMIZERS[state["optimizer"]]
     readouts = (
         Readout("per_device_bytes", "per GPU, any N", fmt.gigabytes(wall.per_device_bytes), wall.per_device_bytes),
+        Readout("bytes_per_param", "model state per parameter",
+                f"{fmt.decimal(optimizer.bytes_per_param)} bytes: {optimizer.recipe}", optimizer.bytes_per_param),
         Readout("aggregate_bytes", f"whole job, {fmt.gpus(state['N'])}", fmt.data_size(wall.aggregate_bytes),
                 wall.aggregate_bytes, "memory"),
         Readout("fits", f"fits in {fmt.gigabytes(hbm)} of HBM", "yes" if wall.fits else "no", int(wall.fits),

@@ -105,23 +105,44 @@ def _mesh(state, step, top):
         bottom += 8
     lines = [f"Columns (dashed): replica groups of {fmt.gpus(replicas)}, AllReduce once per step, "
              f"{FABRIC_NAME[step.replica_fabric]}" if replicas > 1 else "One replica: no AllReduce across groups",
-             f"Outlined: nodes of {fmt.gpus(gpus)}." + (f" Drawn: {' and '.join(shown)}." if shown else "")]
+             f"Outlined: nodes of {fmt.gpus(gpus)}."] + ([f"Drawn: {' and '.join(shown)}."] if shown else [])
     parts.append(svg.texts(((0, bottom + 16 + 15 * i, line) for i, line in enumerate(lines)), class_="svg-label-soft"))
     return parts, bottom + 16 + 15 * len(lines)
 
 
+def _value_axis(parts, labels, base, height, high, name, name_tick):
+    """A bar chart's value axis: round ticks from 0 to ``high`` as faint lines across the
+    chart, each named with its unit (``name_tick``) in the left margin; returns the scale."""
+    scale = (height - 16) / high  # room over the tallest bar for its value
+    marks = svg.ticks(0, high, 5)
+    parts.append(svg.segments([(LEFT, base - t * scale, WIDTH - 12, base - t * scale) for t in marks[1:]],
+                              class_="svg-axis", stroke_dasharray="1 3"))
+    labels += [svg.Label(LEFT - 6, base - t * scale + 4, name_tick(t) if t else "0", anchor="end",
+                         moves=()) for t in marks]
+    labels.insert(0, svg.Label(0, base - height - 12, name, class_="svg-label"))
+    return scale
+
+
 def _trade(state, top):
-    """Every shard group size of this world: memory per GPU and communication per step, as bars."""
+    """Every shard group size of this world: memory per GPU and communication time per step,
+    as bars on value axes with units (time, not bytes: NVLink moves more bytes in less time)."""
     sizes = [s for s in POWERS if s <= state["N"]]
     runs = [_step(state["params"], state["N"], s, state["gpus"], state["intra"], state["inter"])[0] for s in sizes]
-    width, height = WIDTH - LEFT - 12, 64
+    width, height = WIDTH - LEFT - 12, 80
     pitch = width / len(sizes)
     bar = min(pitch * 0.7, 26)
-    hbm = hardware.gpu(REFERENCE_GPU).hbm_bytes
-    memory_scale = height / max(max(r.memory.total_bytes for r in runs), hbm)
-    comm_scale = height / (max(r.total_comm_s for r in runs) or 1.0)
-    memory_base, comm_base = top + 16 + height, top + 16 + 2 * height + 30
+    gpu = hardware.gpu(REFERENCE_GPU)
     chosen = sizes.index(state["shard"])
+    memory_base, comm_base = top + 30 + height, top + 30 + 2 * height + 60
+    parts, labels, obstacles = [], [], []
+    memory_gb = max(max(r.memory.total_bytes for r in runs), gpu.hbm_bytes) / 1e9
+    memory_scale = _value_axis(parts, labels, memory_base, height, memory_gb,
+                               "Model state per GPU, for every shard group size", lambda t: fmt.data_size(t * 1e9)) / 1e9
+    longest = max(r.total_comm_s for r in runs) or 1.0
+    unit, per_s = ("s", 1.0) if longest >= 10 else ("ms", 1e3)
+    comm_scale = _value_axis(parts, labels, comm_base, height, longest * per_s,
+                             "Communication time per step, before overlap (time, not bytes)",
+                             lambda t: f"{fmt.decimal(t, 3)} {unit}") * per_s
     bars = {}  # (palette key, width) -> boxes
     for i, r in enumerate(runs):
         x = LEFT + pitch * i + pitch / 2
@@ -133,24 +154,34 @@ def _trade(state, top):
             bars.setdefault((FABRIC_COLOUR[r.shard_fabric], bar), []).append((x - bar / 2, comm_base - layer, bar, layer))
         if once:
             bars.setdefault((FABRIC_COLOUR[r.replica_fabric], bar / 2), []).append((x - bar / 4, comm_base - layer - once, bar / 2, once))
-    parts = [svg.boxes(boxes, class_=f"fill-{key}") for (key, _), boxes in sorted(bars.items())]
+    parts += [svg.boxes(boxes, class_=f"fill-{key}") for (key, _), boxes in sorted(bars.items())]
+    obstacles += [box for boxes in bars.values() for box in boxes]
     x = LEFT + pitch * chosen + pitch / 2
-    parts.append(svg.boxes(((x - pitch / 2 + 1, top + 2, pitch - 2, comm_base - top + 6),), fill="none", class_="svg-axis"))
-    parts += [
-        svg.texts(((LEFT - 8, memory_base - height + 12, "model state"), (LEFT - 8, memory_base - height + 26, "per GPU"),
-                   (LEFT - 8, comm_base - height + 12, "comm"), (LEFT - 8, comm_base - height + 26, "per step")),
-                  class_="svg-label-soft", text_anchor="end"),
-        svg.segments(((LEFT, memory_base, LEFT + width, memory_base), (LEFT, comm_base, LEFT + width, comm_base)), class_="svg-axis"),
-        svg.segments(((LEFT, memory_base - hbm * memory_scale, LEFT + width, memory_base - hbm * memory_scale),),
-                     class_="svg-axis", stroke_dasharray="4 3"),
-        svg.text(LEFT + width, memory_base - hbm * memory_scale - 4, f"HBM of one {hardware.gpu(REFERENCE_GPU).name}",
-                 class_="svg-label-soft", text_anchor="end"),
-        svg.texts(((LEFT + pitch * (i + 0.5), comm_base + 15, s) for i, s in enumerate(sizes)), class_="svg-label-soft",
-                  text_anchor="middle"),
-        svg.text(LEFT + width, comm_base + 31, "shard group size, GPUs (thin top: the replica AllReduce)",
-                 class_="svg-label-soft", text_anchor="end"),
+    parts.append(svg.boxes(((x - pitch / 2 + 1, memory_base - height - 4, pitch - 2, comm_base - memory_base + height + 8),),
+                           fill="none", class_="svg-axis"))
+    r = runs[chosen]
+    hbm_y = memory_base - gpu.hbm_bytes * memory_scale
+    labels[2:2] = [  # after the two titles: the chosen bars' values, then the HBM line's name
+        svg.Label(x, memory_base - max(r.memory.total_bytes * memory_scale, 1.0) - 5, fmt.gigabytes(r.memory.total_bytes),
+                  anchor="middle", moves=("up", "right", "left"), class_="svg-label"),
+        svg.Label(x, comm_base - r.total_comm_s * comm_scale - 5, fmt.duration(r.total_comm_s), anchor="middle",
+                  moves=("up", "right", "left"), class_="svg-label"),
+        svg.Label(LEFT + width, hbm_y - 4, f"HBM of one {gpu.short_name}: {fmt.gigabytes(gpu.hbm_bytes)}", anchor="end",
+                  alternatives=((LEFT + width, hbm_y + 13, "end"),), moves=("up", "down")),
     ]
-    return parts, comm_base + 38
+    labels += [svg.Label(LEFT + pitch * (i + 0.5), comm_base + 15, s, anchor="middle", moves=()) for i, s in enumerate(sizes)]
+    labels.append(svg.Label(LEFT + width, comm_base + 31, "shard group size, GPUs (thin top: the replica AllReduce)",
+                            anchor="end", moves=()))
+    legend_y = comm_base + 50
+    parts += [
+        svg.segments(((LEFT, memory_base, LEFT + width, memory_base), (LEFT, comm_base, LEFT + width, comm_base)), class_="svg-axis"),
+        svg.segments(((LEFT, hbm_y, LEFT + width, hbm_y),), class_="stroke-capacity", stroke_width=1.5, stroke_dasharray="6 4"),
+        svg.boxes([(LEFT, legend_y - 9, 10, 10)], class_="fill-intra"),
+        svg.boxes([(LEFT + 150, legend_y - 9, 10, 10)], class_="fill-inter"),
+        svg.texts(((LEFT + 14, legend_y, "inside a node"), (LEFT + 164, legend_y, "across nodes")), class_="svg-label-soft"),
+        svg.labels(labels, (0, top, WIDTH, legend_y - 12 - top), obstacles=obstacles),
+    ]
+    return parts, legend_y + 8
 
 
 def render(state):
@@ -171,6 +202,8 @@ def render(state):
                 traffic.inter_node_bytes, "inter" if traffic.inter_node_bytes > 0 else None),
         Readout("step_comm_s", "communication per step (before overlap)", fmt.duration(step.total_comm_s), step.total_comm_s),
         Readout("allreduce_s", "of which the replica AllReduce", fmt.duration(step.allreduce_s), step.allreduce_s),
+        Readout("shard_comm_s", "of which the shard group's AllGathers and ReduceScatters",
+                fmt.duration(step.allgather_s + step.reducescatter_s), step.allgather_s + step.reducescatter_s),
         Readout("crosses_node", "shard group spans nodes", "yes" if crosses else "no", crosses),
     )
     alt = (

@@ -42,7 +42,9 @@ BAR = 34
 
 
 def _tick(seconds, top_s):
-    """An axis label in the unit of the axis's top: "5 ms", "250 us"."""
+    """An axis label in the unit of the axis's top: "250 us", "5 ms", "150 s"."""
+    if top_s >= 10:
+        return f"{fmt.decimal(seconds)} s"
     return f"{fmt.decimal(seconds * 1e3)} ms" if top_s >= 1e-3 else f"{fmt.decimal(seconds * 1e6)} \u00b5s"
 
 
@@ -79,15 +81,18 @@ def render(state):
     parts.append(svg.boxes([(x, base - chosen.layer_s * scale, BAR, chosen.layer_s * scale)], fill="none",
                            class_="svg-ink-stroke", stroke_width=1.5))
     parts.append(svg.texts(labels, class_="svg-label", text_anchor="middle"))
-    parts.append(svg.text(LEFT - 6, base + 31, "GEMM eff.", class_="svg-label-soft", text_anchor="end"))
+    parts.append(svg.text(0, base + 31, "GEMM eff.", class_="svg-label-soft"))
     inside = [t.tp for t in times if not t.crosses_node]
     intra = hardware.LINKS[hardware.gpu(state["gpu"]).scale_up_link].short_name
     network = hardware.LINKS[state["inter"]].short_name
     if len(inside) < len(DEGREES):  # the node boundary, between the last T that fits and the first that does not
         edge = LEFT + len(inside) * SLOT
         parts.append(svg.segments([(edge, TOP - 20, edge, base + 36)], class_="svg-ink-stroke", stroke_dasharray="4 3"))
-        parts.append(svg.text(edge - 6, TOP - 10, f"< {intra}", class_="svg-label", text_anchor="end"))
-        parts.append(svg.text(edge + 6, TOP - 10, f"{network} >", class_="svg-label"))
+        parts.append(svg.text(edge - 6, TOP - 10, f"< {intra}", class_="svg-label-soft", text_anchor="end"))
+        beyond = f"{network} >"  # named in full where it fits right of the edge, else "network"
+        if edge + 6 + svg.text_width(beyond, svg.LABEL_SIZES["svg-label-soft"]) > WIDTH:
+            beyond = "network >"
+        parts.append(svg.text(edge + 6, TOP - 10, beyond, class_="svg-label-soft"))
     else:
         parts.append(svg.text(LEFT, TOP - 10, f"every T up to 64 fits in one {intra} domain", class_="svg-label"))
     parts.append(svg.hit_areas(hits, class_="svg-hit"))

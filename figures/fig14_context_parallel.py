@@ -1,4 +1,5 @@
 """Figure 14: ring attention and Ulysses on the same sequence, side by side."""
+import math
 from functools import lru_cache
 from itertools import groupby
 
@@ -85,6 +86,74 @@ def _schedule_panel(x0, y0, work, fills):
             start += length
 
 
+CHART_LEFT, CHART_HEIGHT = LEFT + 58, 150  # the time chart's axis, and its height
+REFERENCE_GPU = "h100_sxm"  # whose attention compute the ring hides behind
+
+
+def _time_chart(state, sweep, ok, top):
+    """Forward time per layer against C on a log axis: ring attention's sends and Ulysses'
+    All-to-Alls, and the attention compute one rank does (the ring hides below that line).
+    Returns the parts and the y of the axis."""
+    C, s, h, kv = state["C"], state["s"], state["h"], state["kv_heads"]
+    compute = [context.attention_compute_s(s, h, c, gpu=REFERENCE_GPU) for c in POWERS[:7]]
+    legend = top + 6
+    base = legend + 48 + CHART_HEIGHT
+    values = [v for t in sweep for v in (t.ring_s, t.ulysses_s) if v] + compute
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    high += high == low
+    y = lambda v: base - (math.log10(v) - low) / (high - low) * CHART_HEIGHT  # noqa: E731 (a log scale)
+    slot = (WIDTH - CHART_LEFT - 8) / 7
+    x = lambda i: CHART_LEFT + (i + 0.5) * slot  # noqa: E731
+    decades = range(low, high + 1, 1 if high - low <= 6 else 2)
+    ring = [(x(i), y(t.ring_s)) for i, t in enumerate(sweep) if t.ring_s]
+    ulysses = [(x(i), y(t.ulysses_s)) for i, t in enumerate(sweep) if t.ulysses_s]
+    wait = [(x(i), y(v)) for i, v in enumerate(compute)]
+    marks = [(px - 4, py - 4, 8, 8) for px, py in ring + ulysses]
+    parts = [
+        svg.segments([(CHART_LEFT, y(10.0 ** d), WIDTH - 8, y(10.0 ** d)) for d in decades], class_="svg-axis",
+                     stroke_dasharray="1 3"),
+        svg.segments([(CHART_LEFT, base, WIDTH - 8, base)], class_="svg-axis"),
+        svg.polyline(wait, class_="svg-ink svg-dash", stroke_width=1.5),
+        svg.polyline(ring, class_="stroke-comm", stroke_width=2),
+        svg.polyline(ulysses, class_="stroke-exposed", stroke_width=2),
+        svg.circles([(px, py, 4) for px, py in ring], class_="fill-comm"),
+        svg.boxes([(px - 3.5, py - 3.5, 7, 7) for px, py in ulysses], class_="fill-exposed"),
+        # the legend: a mark of each series, then its meaning
+        svg.circles([(LEFT + 5, legend + 1, 4)], class_="fill-comm"),
+        svg.boxes([(LEFT + 1.5, legend + 13.5, 7, 7)], class_="fill-exposed"),
+        svg.segments([(LEFT, legend + 33, LEFT + 12, legend + 33)], class_="svg-ink svg-dash", stroke_width=1.5),
+        svg.texts(((LEFT + 16, legend + 5, "ring attention's sends: hidden while under the dashed line"),
+                   (LEFT + 16, legend + 21, "Ulysses' All-to-Alls: attention waits for them"),
+                   (LEFT + 16, legend + 37, f"attention compute of one rank ({hardware.gpu(REFERENCE_GPU).short_name}, "
+                                            f"{fmt.percent(context.ATTENTION_KERNEL_FRACTION, 0)} of peak)")),
+                  class_="svg-label-soft"),
+    ]
+    i = POWERS.index(C)
+    parts.append(svg.segments([(x(i), base - CHART_HEIGHT - 4, x(i), base)], class_="svg-ink", stroke_width=1))
+    labels = [svg.Label(CHART_LEFT - 6, y(10.0 ** d) + 4, fmt.duration(10.0 ** d), anchor="end", moves=()) for d in decades]
+    labels += [svg.Label(x(j), base + 15, f"C={c}", anchor="middle", moves=(),
+                         class_="svg-label" if c == C else "svg-label-soft") for j, c in enumerate(POWERS[:7])]
+    here = [(sweep[i].ring_s, "ring"), (sweep[i].ulysses_s, "Ulysses"), (compute[i], "compute")]
+    for seconds, name in here:  # the chosen C's three values, beside their marks
+        if seconds:
+            labels.append(svg.Label(x(i) + 8, y(seconds) + 4, f"{name} {fmt.duration(seconds)}",
+                                    alternatives=((x(i) - 8, y(seconds) + 4, "end"),), moves=("up", "down"),
+                                    class_="svg-label svg-halo"))
+    if not sweep[i].ring_s:
+        labels.append(svg.Label(x(i) + 8, base - 6, "no sends at C = 1", class_="svg-label"))
+    if not ok:
+        labels.append(svg.Label(x(i) + 8, base - 6, f"no Ulysses past C = {kv}, one KV head each", class_="svg-label"))
+    for j, t in enumerate(sweep):
+        if t.crosses_node and not sweep[j - 1].crosses_node:
+            edge = x(j) - slot / 2
+            parts.append(svg.segments([(edge, base - CHART_HEIGHT - 4, edge, base + 4)], class_="svg-ink-stroke",
+                                      stroke_dasharray="4 3"))
+            labels.append(svg.Label(edge + 4, base - CHART_HEIGHT + 6, f"{hardware.LINKS[t.link].short_name} \u2192",
+                                    alternatives=((edge - 4, base - CHART_HEIGHT + 6, "end"),), moves=("down",)))
+    parts.append(svg.labels(labels, (0, legend + 40, WIDTH, base + 20 - legend - 40), obstacles=marks))
+    return parts, base
+
+
 _causal_work = lru_cache(maxsize=16)(context.causal_work)  # depends on C and the layout only
 
 
@@ -97,6 +166,8 @@ def render(state):
     sweep = [context.context_comm_time(s, h, heads, c, kv_heads=kv, intra_link=state["intra"], inter_link=state["inter"],
                                        gpus_per_node=state["gpus"]) for c in POWERS[:7]]  # every C, for the chart
     times = sweep[POWERS.index(C)]
+    compute = context.attention_compute_s(s, h, C, gpu=REFERENCE_GPU)
+    hidden = times.ring_s <= compute
     fills, triangles, labels, soft, edges = {}, {}, [], [], []
     top = 40
     labels.append((LEFT, 14, "Ring attention"))
@@ -120,39 +191,21 @@ def render(state):
         soft.append((after[0], y + 110, f"by heads: {kv // C} of {kv} KV heads per rank"))
     else:
         fills.setdefault("warn", []).append((after[0], y + 100, 10, 10))
-        labels.append((after[0] + 14, y + 110, f"{kv} KV heads for {C} ranks"))
+        labels.append((after[0] + 14, y + 110, f"{kv} KV head{'s' if kv > 1 else ''} for {C} ranks"))
     outlines = [(LEFT + 14, top, SIDE, SIDE), (LEFT + 264, top, SIDE, SIDE), (*before, SIDE, 80), (*after, SIDE, 80)]
     y += 140
-    labels.append((LEFT, y, "forward communication time per layer, by C"))
+    labels.append((LEFT, y, "one layer's forward, per rank, by C (log scale)"))
     ulysses_text = f"Ulysses {fmt.data_size(ulysses.forward_bytes_per_rank)}" if ok else "Ulysses cannot split the heads"
     soft.append((LEFT, y + 16, f"at C = {C}, sent per device: ring {fmt.data_size(ring.forward_bytes_per_rank)}, {ulysses_text}"))
-    longest = max(max(t.ring_s, t.ulysses_s or 0.0) for t in sweep) or 1.0
-    base, slot = y + 150, (WIDTH - LEFT - 44) / 7
-    for i, (c, t) in enumerate(zip(POWERS, sweep)):
-        x = LEFT + 44 + i * slot
-        for j, (key, seconds) in enumerate((("comm", t.ring_s), ("exposed", t.ulysses_s))):
-            if seconds is None:  # Ulysses past the KV heads: no bar to draw
-                soft.append((x + 4 + 22 * j, base - 4, "n/a"))
-                continue
-            height = seconds / longest * 100
-            fills.setdefault(key, []).append((x + 4 + 22 * j, base - height, 18, height))
-            if c == C:
-                soft.append((x + 4 + 22 * j, base - height - 4 - 12 * j, fmt.duration(seconds)))
-        (labels if c == C else soft).append((x + 6, base + 14, f"C={c}"))
-        if t.crosses_node and not sweep[i - 1].crosses_node:
-            edges.append((x, base - 126, x, base + 4))
-            soft.append((x + 4, base - 116, f"{hardware.LINKS[t.link].short_name} >"))
-    for i, (key, name) in enumerate((("comm", "ring: can hide behind compute"), ("exposed", "Ulysses: attention waits"))):
-        fills.setdefault(key, []).append((LEFT, y + 24 + 16 * i, 10, 10))
-        soft.append((LEFT + 14, y + 33 + 16 * i, name))
-    y = base + 10
+    chart, base = _time_chart(state, sweep, ok, y + 28)
+    y = base + 14
     parts = [svg.boxes(boxes, class_=f"fill-{key.split('@')[0]}",
                        fill_opacity=(0.35, 0.35, 0.65, 1.0)[int(key[-1])] if "@" in key else None)
              for key, boxes in sorted(fills.items())]
     parts += [svg.polygons(points, class_=f"fill-{key}") for key, points in sorted(triangles.items())]
     parts += [svg.boxes(outlines, fill="none", class_="svg-ink-stroke"),
               svg.segments(edges, class_="svg-ink-stroke", stroke_dasharray="4 3"),
-              svg.texts(labels, class_="svg-label"), svg.texts(soft, class_="svg-label-soft")]
+              svg.texts(labels, class_="svg-label"), svg.texts(soft, class_="svg-label-soft"), *chart]
     readouts = (
         Readout("ulysses_bytes_per_device", "Ulysses, sent per device",
                 fmt.data_size(ulysses.forward_bytes_per_rank) if ok else f"not possible: C = {C} > {kv} KV heads",
@@ -165,8 +218,13 @@ def render(state):
         Readout("ring_time_s", "ring transfers (hide behind compute)", fmt.duration(times.ring_s), times.ring_s, "comm"),
         Readout("ulysses_time_s", "Ulysses All-to-Alls (attention waits)",
                 fmt.duration(times.ulysses_s) if ok else "not possible", times.ulysses_s, "exposed"),
+        Readout("attention_compute_s", f"a rank's attention compute ({hardware.gpu(REFERENCE_GPU).short_name})",
+                fmt.duration(compute), compute),
+        Readout("ring_hidden", "ring sends hidden behind it", "yes" if hidden else "no", int(hidden)),
     )
     alt = (f"Causal attention over {C} ranks, {s:,} tokens, {layout.replace('_', ' ')} layout: the busiest rank does "
            f"{fmt.decimal(work.imbalance)} times the mean work. Ring attention sends {readouts[1].text} per device; "
-           + (f"Ulysses sends {readouts[0].text}." if ok else f"Ulysses cannot run: {C} ranks, {kv} KV heads."))
+           + (f"Ulysses sends {readouts[0].text}." if ok else f"Ulysses cannot run: {C} ranks, {kv} KV heads.")
+           + f" Per layer the ring's sends take {fmt.duration(times.ring_s)}, "
+           + ("under" if hidden else "over") + f" the {fmt.duration(compute)} of attention compute they hide behind.")
     return View(svg=svg.document(WIDTH, y + 16, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)

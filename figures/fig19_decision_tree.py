@@ -107,6 +107,15 @@ def _fix_text(r):
     return title, detail if fix.fits else detail + ", still too much"
 
 
+def _fit_leaf(text):
+    """A leaf's detail as drawn: shortened (" a GPU" dropped, then "still" too) where the full
+    sentence, which the readout keeps, would run out of the leaf's box."""
+    for short in (text, text.replace(" a GPU", ""), text.replace(" a GPU", "").replace(", still too much", ", too much")):
+        if svg.text_width(short, svg.LABEL_SIZES["svg-label-soft"]) <= LEAF_W - 18:
+            return short
+    return short
+
+
 def _then_text(r):
     if r.fix.min_gpus:
         return "then: a bigger GPU budget"
@@ -145,7 +154,7 @@ def render(state):
             parts.append(svg.boxes(((LEAF_X, y - 6, 6, LEAF_H),), class_=f"fill-{COLOUR[r.recommended_axis]}"))
             if r.recommended_axis == "hsdp":
                 parts.append(svg.boxes(((LEAF_X, y - 6 + LEAF_H / 2, 6, LEAF_H / 2),), class_="fill-dp"))
-            soft.append((LEAF_X + 12, y + 28, leaf[1], True))
+            soft.append((LEAF_X + 12, y + 28, _fit_leaf(leaf[1]), True))
             soft.append((LEAF_X + 12, y + 44, _then_text(r), True))
         texts.append((LEAF_X + 12, y + 10, leaf[0], branch))
     y = TOP + len(r.checks) * ROW

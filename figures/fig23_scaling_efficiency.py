@@ -98,7 +98,7 @@ def render(state):
                                           class_=f"{colour} {dash}".strip(), stroke_width=2.5 if colour == "svg-ink" else 2))
     # curve names at the right end, pushed apart so they never overlap
     parts.append(svg.end_labels([(_y(_values(points[-1])[key]) + 4, label) for key, _, _, label in CURVES], right + 14,
-                                gap=15, floor=H - BOTTOM, leaders_from=right + 2, class_="svg-label"))
+                                floor=H - BOTTOM, leaders_from=right + 2, class_="svg-label"))
     x = _x(state["N"])
     parts += [
         svg.segments([(x, TOP, x, H - BOTTOM)], class_="svg-ink", stroke_width=1),

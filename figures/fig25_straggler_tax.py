@@ -67,17 +67,24 @@ def render(state):
         svg.segments([(px(1), HIST_TOP - 6, px(1), HIST_BOTTOM)], class_="svg-ink", stroke_width=1),
         svg.segments([(px(exact), HIST_TOP - 20, px(exact), HIST_BOTTOM)], class_="svg-ink", stroke_width=2.5),
         svg.segments([(px(rule), HIST_TOP - 34, px(rule), HIST_BOTTOM)], class_="svg-ink svg-dash", stroke_width=1.5),
-        _label(px(exact), HIST_TOP - 10, f"E[slowest] = {fmt.decimal(exact, 3)} μ"),
-        _label(px(rule), HIST_TOP - 24, f"μ + σ√(2 ln N) = {fmt.decimal(rule, 3)} μ"),
         svg.circles([(px(slowest), HIST_BOTTOM - 4, 4.5)], class_="svg-ink-fill"),
-        _label(px(slowest), HIST_BOTTOM - 10, "slowest this step", soft=True),
         svg.text(6, 14, f"One step on {fmt.count(n)} GPUs" + ("" if n == len(step.shown_times_s) else
                  f": {fmt.count(len(step.shown_times_s))} ranks drawn one by one, the slowest of the other {fmt.count(n - len(step.shown_times_s))} drawn exactly"),
                  class_="svg-label"),
     ]
+    # The markers' labels, placed by svg.place_labels: beside their line or dot, on the side
+    # with room, and slid up clear of the histogram's bars and of each other.
+    bars = [(LEFT + k * width, HIST_BOTTOM - HIST_H * c / tallest, width - 1, HIST_H * c / tallest)
+            for k, c in enumerate(counts) if c]
+    dots = [(px(slowest) - 4.5, HIST_BOTTOM - 8.5, 9, 9)]
+    labels = [_label(px(exact), HIST_TOP - 10, f"E[slowest] = {fmt.decimal(exact, 3)} μ"),
+              _label(px(rule), HIST_TOP - 24, f"μ + σ√(2 ln N) = {fmt.decimal(rule, 3)} μ")]
     if bad:
-        parts += [svg.circles([(px(step.shown_times_s[0]), HIST_BOTTOM - 18, 5)], class_="fill-warn"),
-                  _label(px(step.shown_times_s[0]), HIST_BOTTOM - 30, f"bad card (+{fmt.percent(bad, 0)})")]
+        parts.append(svg.circles([(px(step.shown_times_s[0]), HIST_BOTTOM - 18, 5)], class_="fill-warn"))
+        dots.append((px(step.shown_times_s[0]) - 5, HIST_BOTTOM - 23, 10, 10))
+        labels.append(_label(px(step.shown_times_s[0]), HIST_BOTTOM - 30, f"bad card (+{fmt.percent(bad, 0)})"))
+    labels.append(_label(px(slowest), HIST_BOTTOM - 10, "slowest this step", soft=True))
+    parts.append(svg.labels(labels, (0, 20, W, HIST_BOTTOM - 20), obstacles=bars + dots))
     parts += _tax_panel(n, cv, bad, tax)
     drawing = svg.document(W, TAX_BOTTOM + 40, parts, label=f"Per-rank step times of {n} ranks and the straggler tax against N")
     readouts = (
@@ -120,12 +127,16 @@ def _tax_panel(n, cv, bad, tax):
     if bad:
         parts.append(svg.segments([(LEFT, y(bad), right, y(bad))], class_="stroke-warn", stroke_width=2))
         ends.append((y(bad) + 4, f"one bad card, +{fmt.percent(bad, 0)}"))
-    parts.append(svg.end_labels(ends, right + 8, floor=TAX_BOTTOM + 4, class_="svg-label"))
+    ticks = [svg.text_box(x(4**k), TAX_BOTTOM + 16, f"{4**k // 1024}K" if k > 4 else 4**k, 11, "middle") for k in range(8)]
+    parts.append(svg.end_labels(ends, right + 8, floor=TAX_BOTTOM + 4, obstacles=ticks, class_="svg-label"))
     return parts
 
 
 def _label(x, y, content, soft=False):
-    """A marker's label beside it, on the side with room."""
+    """A marker's label beside it, on the side with room (the other side if that is taken),
+    free to slide up."""
     left = x > W - 240
-    return svg.text(x - 6 if left else x + 6, y, content, class_="svg-label-soft svg-halo" if soft else "svg-label svg-halo",
-                    text_anchor="end" if left else "start")
+    sides = ((x - 6, y, "end"), (x + 6, y, "start"))
+    first, other = sides if left else sides[::-1]
+    return svg.Label(*first[:2], content, anchor=first[2], alternatives=(other,), moves=("up",),
+                     class_="svg-label-soft svg-halo" if soft else "svg-label svg-halo")

@@ -3,6 +3,7 @@ from CSS classes (``site/static/playbook.css``) so diagrams follow the light/dar
 from html import escape
 from functools import lru_cache
 from re import compile as _regex
+from unicodedata import combining
 
 from models.fmt import decimal  # coordinates: two decimals are sub-pixel
 
@@ -241,23 +242,23 @@ def _arrow_head(x, y, dx, dy, head):
             f"L{back_x + uy * head * 0.5:.2f} {back_y - ux * head * 0.5:.2f}")
 
 
-def end_labels(items, x, *, gap=14.0, floor=None, leaders_from=None, **attributes):
-    """Labels ``(y, text)`` at ``x`` (the right ends of a chart's curves), moved apart so that no two
-    are closer than ``gap`` and, if ``floor`` is given, none sits below it. With ``leaders_from``
-    (the x where the curves end), a label moved off its curve's end is joined to it by a thin line
-    (class ``svg-axis``), so labels stacked where curves meet still say which is which."""
-    placed = []
-    for y, content in sorted(items):  # down: each at least `gap` below the one above
-        placed.append([max(y, placed[-1][0] + gap) if placed else y, content, y])
-    if placed and floor is not None:  # up from the floor: only the labels that must move do
-        placed[-1][0] = min(placed[-1][0], floor)
-        for above, below in zip(placed[-2::-1], placed[:0:-1]):
-            above[0] = min(above[0], below[0] - gap)
-    labels = texts(((x, y, content) for y, content, _ in placed), **attributes)
+def end_labels(items, x, *, floor=None, obstacles=(), leaders_from=None, **attributes):
+    """Labels ``(y, text)`` at ``x`` (the right ends of a chart's curves), top to bottom, placed
+    by ``place_labels``: none touches another or an obstacle, and, if ``floor`` is given, no
+    baseline sits below it. With ``leaders_from`` (the x where the curves end), a label moved
+    off its curve's end is joined to it by a thin line (class ``svg-axis``), so labels that
+    had to move where curves meet still say which is which."""
+    items = [Label(x, y, content, moves=("down", "up"), **attributes) for y, content in sorted(items)]
+    size, _ = label_size(attributes.get("class_"))
+    bottom = 1e9 if floor is None else floor + DESCENT * size
+    bounds = (x, -1e9, 1e9, bottom + 1e9)
+    drawn = labels(items, bounds, obstacles=obstacles)
     if leaders_from is None:
-        return labels
-    moved = [(leaders_from, wanted - 4, x - 3, y - 4) for y, _, wanted in placed if abs(y - wanted) > 2]
-    return labels + (segments(moved, class_="svg-axis") if moved else "")
+        return drawn
+    moved = [(leaders_from, label.y - 4, px - 3, py - 4)
+             for label, (px, py, _, _) in zip(items, place_labels(items, bounds, obstacles=obstacles))
+             if abs(py - label.y) > 2]
+    return drawn + (segments(moved, class_="svg-axis") if moved else "")
 def hit_areas(items, **attributes):
     """Clickable rectangles over a drawing, one ``<rect>`` each: ``items`` are
     ``(x, y, width, height, data_set)`` or ``(x, y, width, height, data_set, label)``.
@@ -355,17 +356,163 @@ def _floor_log10(value):
     return exponent
 
 
-def time_axis(left, right, y, span_s, caption, most=6):
+def time_axis(left, right, y, span_s, caption, most=6, *, width=None, compact=False):
     """A time axis for ``span_s`` seconds drawn from ``left`` to ``right`` at height ``y``:
     round ticks (``ticks``) labelled in ms, or in s from 10 s on, and ``caption`` (with
-    ``{unit}`` standing for the unit) under its right end. 46 units tall."""
+    ``{unit}`` standing for the unit) under its right end. 46 units tall. Given the drawing's
+    ``width`` (and ``compact`` for an "svg-compact" one), a tick label that would stick out
+    of the drawing is moved in (``place_labels``), as is one that would touch its neighbour."""
     unit, per_s = ("s", 1.0) if span_s >= 10 else ("ms", 1e3)
     scale = (right - left) / span_s
     marks = ticks(0, span_s * per_s, most)
-    return (
-        segments([(left, y, right, y)] + [(left + t / per_s * scale, y, left + t / per_s * scale, y + 4) for t in marks],
-                 class_="svg-axis")
-        + texts(((left + t / per_s * scale, y + 19, decimal(t, 3)) for t in marks), class_="svg-label-soft",
-                text_anchor="middle")
-        + text(right, y + 39, caption.format(unit=unit), class_="svg-label-soft", text_anchor="end")
-    )
+    axis = segments([(left, y, right, y)] + [(left + t / per_s * scale, y, left + t / per_s * scale, y + 4) for t in marks],
+                    class_="svg-axis")
+    caption = text(right, y + 39, caption.format(unit=unit), class_="svg-label-soft", text_anchor="end")
+    if width is None:
+        return axis + texts(((left + t / per_s * scale, y + 19, decimal(t, 3)) for t in marks), class_="svg-label-soft",
+                            text_anchor="middle") + caption
+    marks = [Label(left + t / per_s * scale, y + 19, decimal(t, 3), anchor="middle", moves=()) for t in marks]
+    return axis + labels(marks, (0, y, width, 24), compact=compact) + caption
+
+
+# ---------------------------------------------------------------------------
+# Labels that never collide: estimated text boxes, placed by one helper.
+
+# Font size (drawing units) of each label class in playbook.css; "svg-compact" drawings
+# draw svg-label and svg-label-soft at COMPACT_LABEL. Bold classes (600) run wider.
+LABEL_SIZES = {"svg-title": 13.0, "svg-label": 12.0, "svg-label-soft": 11.0, "svg-bar-label": 11.0}
+_BOLD_CLASSES = {"svg-title", "svg-bar-label", "svg-strong"}
+# Advance widths in em, rounded up, of DejaVu Sans: what Chromium draws system-ui with on
+# Debian, and among the widest sans-serif faces (Helvetica, Segoe UI and Roboto run
+# narrower), so an estimate from it is conservative wherever the page is read.
+_EM_WIDTHS = {
+    0.34: " !',./:;I J[]\\|ijl\u2019\u2018\u00b7",
+    0.42: "()\"-frt{}",
+    0.54: "*?_`^cs z\u2013\u00b0",
+    0.64: "#$0123456789abdeghknopquvxy\u00b5\u03bc\u03c3\u221a\u03c0\u03bb\u03c7\u03b8\u03b1\u03b2\u00e9\u00e8\u00fc\u00f6\u2022",
+    0.70: "ABEFKLPRSTVXYZ\u03a3\u0394",
+    0.79: "CDGHNOQU\u03a8&",
+    0.84: "+<=>~\u00d7\u2212\u2264\u2265\u2192\u2190\u2191\u2193\u2248\u00b1\u221e\u2713\u2717\u25b2\u25bc\u201c\u201d",
+    0.99: "mwMW%@\u2014\u2026",
+}
+_EM_WIDTH = {char: em for em, chars in _EM_WIDTHS.items() for char in chars}
+_BOLD_WIDTH = 1.16  # weight 600 against 400, the widest ratio of the common characters
+ASCENT, DESCENT = 0.95, 0.27  # em above and below the baseline that a text's box covers
+
+
+def text_width(content, size, bold=False):
+    """A conservative width, in drawing units, of ``content`` set at ``size``: never less
+    than Chromium draws it (tests/browser/test_text_overlaps.py measures), a few percent
+    more on ordinary text. An unknown character counts as 1 em; a combining mark (the bar
+    of f\u0304) as none."""
+    em = sum(_EM_WIDTH.get(char, 0.0 if combining(char) else 1.0) for char in str(content))
+    return em * size * (_BOLD_WIDTH if bold else 1.0)
+
+
+def text_box(x, y, content, size, anchor="start", bold=False):
+    """The box ``(x, y, width, height)`` a ``<text>`` at baseline ``(x, y)`` covers."""
+    width = text_width(content, size, bold)
+    left = x - {"start": 0.0, "middle": width / 2, "end": width}[anchor]
+    return (left, y - ASCENT * size, width, (ASCENT + DESCENT) * size)
+
+
+def label_size(class_, compact=False):
+    """``(font size, bold)`` of a label drawn with CSS classes ``class_``."""
+    names = str(class_ or "").split()
+    size = next((LABEL_SIZES[name] for name in names if name in LABEL_SIZES), LABEL_SIZES["svg-label"])
+    if compact and ("svg-label" in names or "svg-label-soft" in names):
+        size = COMPACT_LABEL
+    return size, any(name in _BOLD_CLASSES for name in names)
+
+
+class Label:
+    """A label to place: its preferred baseline point and anchor, then ``alternatives``
+    (further ``(x, y, anchor)`` to try in order: a flip to the other side of a marker, a
+    slot in the margin), then ``moves``: the directions ("up", "down", "left", "right")
+    in which ``place_labels`` may slide it, nearest free place first, to stack it clear
+    of the others. ``attributes`` are the ``<text>``'s (``class_``, ``style``...)."""
+
+    __slots__ = ("x", "y", "text", "anchor", "alternatives", "moves", "attributes")
+
+    def __init__(self, x, y, text, *, anchor="start", alternatives=(), moves=("up", "down"), **attributes):
+        self.x, self.y, self.text, self.anchor = float(x), float(y), str(text), anchor
+        self.alternatives, self.moves = tuple(alternatives), tuple(moves)
+        self.attributes = {"class_": "svg-label-soft", **attributes}
+
+    def __repr__(self):
+        return f"Label({self.x:g}, {self.y:g}, {self.text!r}, anchor={self.anchor!r})"
+
+
+_DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
+_SLIDE_STEPS = 48  # how far (in quarter-ems) a label may slide before it gives up
+_GAP = 1.0  # drawing units kept between two labels' boxes
+
+
+def boxes_touch(a, b, gap=0.0):
+    """Whether boxes ``(x, y, width, height)`` overlap, or come closer than ``gap``."""
+    return _overlaps(a, b, gap)
+
+
+def _overlaps(a, b, gap=0.0):
+    return (a[0] < b[0] + b[2] + gap and b[0] < a[0] + a[2] + gap
+            and a[1] < b[1] + b[3] + gap and b[1] < a[1] + a[3] + gap)
+
+
+def _inside(box, bounds):
+    x, y, w, h = bounds
+    return box[0] >= x - 1e-9 and box[1] >= y - 1e-9 and box[0] + box[2] <= x + w + 1e-9 and box[1] + box[3] <= y + h + 1e-9
+
+
+def _clamp(x, y, box, bounds):
+    """Slide a baseline point (and its box) so that the box lies inside ``bounds`` (as far
+    as it fits)."""
+    bx, by, bw, bh = bounds
+    dx = max(0.0, bx - box[0]) or min(0.0, bx + bw - box[0] - box[2])
+    dy = max(0.0, by - box[1]) or min(0.0, by + bh - box[1] - box[3])
+    return x + dx, y + dy, (box[0] + dx, box[1] + dy, box[2], box[3])
+
+
+def place_labels(labels, bounds, *, obstacles=(), compact=False):
+    """Where each label goes: ``[(x, y, anchor, box)]`` in the order given, which is the
+    order of priority (earlier labels keep their preferred place).
+
+    ``bounds`` ``(x, y, width, height)`` is the drawing (a height of ``math.inf``: open
+    below); ``obstacles`` are boxes ``(x, y, width, height)`` no label may cover (bars,
+    marks, text drawn otherwise). Text sizes come from each label's classes (``compact``:
+    an "svg-compact" drawing). A label goes to its preferred point, moved inside the
+    bounds if it would stick out; if its box would touch a placed label or an obstacle,
+    to the first free alternative; else it slides from one of those points along its
+    ``moves`` in quarter-em steps, to the nearest free place inside the bounds. Only if none is found does it stay at its
+    (bounded) preferred point, overlapping."""
+    taken = [tuple(map(float, box)) for box in obstacles]
+    placed = []
+    for label in labels:
+        size, bold = label_size(label.attributes.get("class_"), compact)
+        candidates = [(label.x, label.y, label.anchor)] + [(float(x), float(y), a) for x, y, a in label.alternatives]
+        boxes = []
+        for x, y, anchor in candidates:
+            boxes.append(_clamp(x, y, text_box(x, y, label.text, size, anchor, bold), bounds) + (anchor,))
+        spot = next((b for b in boxes if not any(_overlaps(b[2], t, _GAP) for t in taken)), None)
+        step = size / 4
+        for distance in range(1, _SLIDE_STEPS + 1) if spot is None else ():
+            for (x, y, box, anchor), move in ((b, m) for b in boxes for m in label.moves):
+                dx, dy = _DIRECTIONS[move]
+                moved = (box[0] + dx * step * distance, box[1] + dy * step * distance, box[2], box[3])
+                if _inside(moved, bounds) and not any(_overlaps(moved, t, _GAP) for t in taken):
+                    spot = (x + dx * step * distance, y + dy * step * distance, moved, anchor)
+                    break
+            if spot:
+                break
+        spot = spot or boxes[0]
+        x, y, box, anchor = spot
+        taken.append(box)
+        placed.append((x, y, anchor, box))
+    return placed
+
+
+def labels(items, bounds, *, obstacles=(), compact=False):
+    """``place_labels`` drawn: one ``<text>`` per label, where it was placed."""
+    out = []
+    for label, (x, y, anchor, _) in zip(items, place_labels(items, bounds, obstacles=obstacles, compact=compact)):
+        out.append(text(x, y, label.text, text_anchor=None if anchor == "start" else anchor, **label.attributes))
+    return "".join(out)

@@ -374,3 +374,36 @@ def ring_idle_steps(work):
 
 
 __all__ += ["ring_idle_steps"]
+
+
+# ---- what the ring hides behind (Figure 14's compute line) ---------------------------------
+
+# FlashAttention-3 (Shah et al. 2024, abstract): "up to 740 TFLOPs/s (75% utilization)" in BF16
+# forward on an H100, the best attention kernels reach; the ring hides its sends behind that.
+ATTENTION_KERNEL_FRACTION = 0.75
+
+
+def causal_attention_forward_flops(seq, hidden, *, micro_batch=1):
+    """FLOPs of one layer's causal attention forward: QKᵀ 2Bs²h plus attention over V 2Bs²h
+    (Narayanan et al. 2021, Appendix), halved because the causal mask hides half of the
+    (query, key) pairs and kernels skip the masked blocks (FlashAttention-2, Dao 2023 Sec. 3.1.1)."""
+    seq = positive_int("seq", seq)
+    hidden = positive_int("hidden", hidden)
+    micro_batch = positive_int("micro_batch", micro_batch)
+    return 2.0 * micro_batch * seq * seq * hidden
+
+
+def attention_compute_s(seq, hidden, cp, *, gpu="h100_sxm", fraction=ATTENTION_KERNEL_FRACTION, micro_batch=1):
+    """Seconds one rank spends on its share of a layer's causal attention forward when C ranks
+    split the work evenly (the mirrored two-chunk layout; Liu et al. 2023): the FLOPs over C,
+    at ``fraction`` of the GPU's dense BF16 peak. Ring attention hides its C - 1 K/V sends when
+    they take no longer than this (each send overlaps one block's compute)."""
+    cp = positive_int("cp", cp)
+    finite("fraction", fraction)
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+    rate = _hardware.gpu(gpu).peak_bf16_dense_flops_per_s * fraction
+    return causal_attention_forward_flops(seq, hidden, micro_batch=micro_batch) / cp / rate
+
+
+__all__ += ["ATTENTION_KERNEL_FRACTION", "causal_attention_forward_flops", "attention_compute_s"]

@@ -50,8 +50,9 @@ def _three_significant(value):
 
 def data_size(num_bytes):
     """Bytes in decimal units to three significant figures: 1e3 -> "1 kB", 1.75e9 -> "1.75 GB",
-    6.7108864e7 -> "67.1 MB", 1e10 -> "10 GB" (steps of 10^3, as buffer sizes and link rates are quoted)."""
-    return _scaled(num_bytes, ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")))
+    6.7108864e7 -> "67.1 MB", 1e10 -> "10 GB", 1e15 -> "1 PB" (steps of 10^3, as buffer sizes
+    and link rates are quoted)."""
+    return _scaled(num_bytes, ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")))
 
 
 def duration(seconds):

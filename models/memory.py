@@ -47,6 +47,7 @@ class Optimizer:
     param_bytes: float
     grad_bytes: float
     optimizer_bytes: float
+    recipe: str = ""  # what each term holds, for a reader comparing byte counts across figures
 
     @property
     def bytes_per_param(self):
@@ -55,11 +56,14 @@ class Optimizer:
 
 OPTIMIZERS = {
     # ZeRO Sec. 3.1: fp16 params + fp16 grads + fp32 master copy, momentum, variance (K = 12).
-    "adam_mixed": Optimizer("adam_mixed", "Adam, mixed precision (K=12)", 2, 2, 12),
+    "adam_mixed": Optimizer("adam_mixed", "Adam, mixed precision (K=12)", 2, 2, 12,
+                            "bf16 weights 2 + bf16 gradients 2 + fp32 master weights, momentum and variance 12"),
     # Same recipe with one moment: fp32 master copy + momentum (K = 8).
-    "sgd_momentum": Optimizer("sgd_momentum", "SGD + momentum, mixed precision (K=8)", 2, 2, 8),
+    "sgd_momentum": Optimizer("sgd_momentum", "SGD + momentum, mixed precision (K=8)", 2, 2, 8,
+                              "bf16 weights 2 + bf16 gradients 2 + fp32 master weights and momentum 8"),
     # Pure fp32 Adam: params and grads in fp32, no master copy, two fp32 moments (K = 8).
-    "adam_fp32": Optimizer("adam_fp32", "Adam, fp32 (K=8)", 4, 4, 8),
+    "adam_fp32": Optimizer("adam_fp32", "Adam, fp32 (K=8)", 4, 4, 8,
+                           "fp32 weights 4 + fp32 gradients 4 + fp32 momentum and variance 8"),
 }
 
 

@@ -73,3 +73,42 @@ def rank_targets(root, key="rank"):
                 targets[first + i] = (x + i * w / count, y, w / count, h)
     return targets
 
+
+
+def text_boxes(view):
+    """``[(text, (x, y, width, height))]``: each <text> of the drawing with the box
+    ``svg.text_box`` estimates for it (the size its classes give it)."""
+    from figures import svg
+
+    root = ET.fromstring(view.svg)
+    compact = "svg-compact" in (root.get("class") or "").split()
+    found = []
+    for node in root.iter(SVG + "text"):
+        size, bold = svg.label_size(node.get("class"), compact)
+        box = svg.text_box(float(node.get("x")), float(node.get("y")), node.text or "", size,
+                           node.get("text-anchor") or "start", bold)
+        found.append((node.text, box))
+    return found
+
+
+def rectangles(view, css_class):
+    """The rectangles ``svg.boxes`` drew in the paths of ``css_class``, as (x, y, width, height)."""
+    import re
+
+    found = []
+    for d in path_data(view, css_class):
+        for x, y, w, h in re.findall(r"M(-?[\d.]+) (-?[\d.]+)h(-?[\d.]+)v(-?[\d.]+)h-?[\d.]+z", d):
+            found.append((float(x), float(y), float(w), float(h)))
+    return found
+
+
+def overlap(a, b):
+    """Whether two boxes (x, y, width, height) share any area."""
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def inside(box, view):
+    """Whether a box lies within the drawing's viewBox (give or take the 0.05 units that
+    writing x and y to one decimal may move it)."""
+    _, _, width, height = map(float, ET.fromstring(view.svg).get("viewBox").split())
+    return box[0] >= -0.1 and box[1] >= -0.1 and box[0] + box[2] <= width + 0.1 and box[1] + box[3] <= height + 0.1

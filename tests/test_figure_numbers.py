@@ -1,12 +1,13 @@
 """The numbers the two foundation figures show are the ones models/ computes, and the
 published ones."""
+import math
 import xml.etree.ElementTree as ET
 from collections import Counter
 
 import pytest
 
 from figures import fig15_pipeline_schedules as fig15, palette, registry
-from models import fmt, memory, pipeline
+from models import fmt, hardware, memory, pipeline
 from tests.figure_views import SVG, readouts
 from tests.test_svg import bars, numbers_drawn
 
@@ -28,24 +29,27 @@ def test_figure_08_bars_stack_to_the_model_totals():
     state = figure.validate_state({"params": 175e9, "N": 8, "stage": 2, "optimizer": "adam_fp32"})
     view = figure.render(state)
     [bars] = view.plot["data"]
-    segments = list(zip(bars["x"], bars["customdata"], bars["base"], bars["y"], bars["text"]))
+    segments = list(zip(bars["x"], [name for name, _ in bars["customdata"]], bars["base"], bars["y"], bars["text"]))
     for stage in memory.STAGES:
         states = memory.model_states_for(175e9, 8, stage, "adam_fp32")
         label = f"{memory.STAGE_LABELS[stage]}<br>{memory.comm_volume_psi(stage):g}Ψ comm"
         stack = [(part, base, height) for x, part, base, height, _ in segments if x == label]
         assert [part for part, _, _ in stack] == ["Parameters", "Gradients", "Optimizer state"]
         expected = [states.params_bytes / 1e9, states.grads_bytes / 1e9, states.optimizer_bytes / 1e9]
-        assert [height for _, _, height in stack] == pytest.approx(expected, rel=1e-12)
-        # each segment starts where the one below it ends
-        assert [base for _, base, _ in stack] == pytest.approx([0.0, expected[0], expected[0] + expected[1]], rel=1e-12)
-        # the stack's total is written above its top segment, and only there
-        assert [text for x, _, _, _, text in segments if x == label] == ["", "", fmt.gigabytes(states.total_bytes)]
+        # each segment starts where the one below it ends, the lowest on the log axis' floor
+        floor = 10 ** view.plot["layout"]["yaxis"]["range"][0]
+        assert [base for _, base, _ in stack] == pytest.approx([floor, expected[0], expected[0] + expected[1]], rel=1e-12)
+        assert [height for _, _, height in stack] == pytest.approx([expected[0] - floor, *expected[1:]], rel=1e-12)
+        # the stack's total is written above its top segment, and only there (with its verdict)
+        fits = states.total_bytes <= hardware.gpu("h100_sxm").hbm_bytes
+        assert [text for x, _, _, _, text in segments if x == label] == [
+            "", "", fmt.gigabytes(states.total_bytes) + ("" if fits else "<br>does not fit")]
         assert sum(expected) == pytest.approx(states.total_bytes / 1e9, rel=1e-12)
     # the chosen stage is drawn solid, the others faded
     assert [o for x, o in zip(bars["x"], bars["marker"]["opacity"]) if o == 1.0] == [1.0] * 3
     # no plotly legend: the three part readouts carry the colours instead
     assert view.plot["layout"]["showlegend"] is False
-    assert {r.key: palette.plot(r.color) for r in view.readouts if r.color} == {
+    assert {r.key: palette.plot(r.color) for r in view.readouts if r.color and r.key != "fits"} == {
         "params_bytes": bars["marker"]["color"][0], "grads_bytes": bars["marker"]["color"][4],
         "optimizer_bytes": bars["marker"]["color"][8]}
 
@@ -65,6 +69,49 @@ def test_figure_08_ledger_share_and_traffic_readouts(params, N, stage, optimizer
     assert shown["per_device_bytes"].value == per_device
     psi = 3 if stage == 3 else 2
     assert shown["comm_psi"].text == f"{psi}Ψ = {fmt.si_count(psi * params)} elements per device"
+
+
+@pytest.mark.parametrize("params", [1e9, 7.5e9, 175e9, 1e12])
+@pytest.mark.parametrize("N", [1, 64, 1024])
+@pytest.mark.parametrize("gpu", ["a100_40gb", "mi300x"])
+def test_figure_08_shows_the_zero3_bar_and_the_hbm_line_at_every_size(params, N, gpu):
+    """A log axis from below the smallest total (and the HBM) to above the largest: at 1T
+    parameters DDP's 16 TB and ZeRO-3's 15.6 GB on 1,024 GPUs are both bars, the HBM line
+    between them; on a linear axis ZeRO-3 was under a pixel."""
+    figure = registry()[8]
+    view = figure.render(figure.validate_state({"params": params, "N": N, "stage": 3, "gpu": gpu}))
+    layout = view.plot["layout"]
+    low, high = layout["yaxis"]["range"]
+    assert layout["yaxis"]["type"] == "log"
+    span = high - low
+    totals = [memory.model_states_for(params, N, s).total_bytes / 1e9 for s in memory.STAGES]
+    hbm = hardware.gpu(gpu).hbm_bytes / 1e9
+    for value in (*totals, hbm):
+        assert 0.1 * span <= math.log10(value) - low <= 0.9 * span  # a tenth of the axis or more, none off the top
+    [line] = layout["shapes"]
+    assert line["y0"] == line["y1"] == hbm and line["yref"] == "y"
+    assert f"HBM of one {hardware.gpu(gpu).short_name}: {fmt.gigabytes(hardware.gpu(gpu).hbm_bytes)}" in \
+        layout["annotations"][0]["text"] and "log scale" in layout["annotations"][0]["text"]
+    decades = layout["yaxis"]["tickvals"]
+    assert layout["yaxis"]["ticktext"] == [fmt.data_size(v * 1e9) for v in decades] and len(decades) >= 2
+
+
+def test_figure_08_says_when_a_stage_does_not_fit():
+    figure = registry()[8]
+    over = figure.render(figure.validate_state({"params": 1e12, "N": 192, "stage": 1}))
+    shown = readouts(over)
+    zero1 = memory.model_states_for(1e12, 192, 1).total_bytes
+    hbm = hardware.gpu("h100_sxm").hbm_bytes
+    assert shown["fits"].value == 0 and shown["fits"].text == f"no: {fmt.gigabytes(zero1 - hbm)} too much"
+    assert shown["fits"].color == "warn" and "ZeRO-1 does not fit" in over.note
+    [bars] = over.plot["data"]
+    assert [t for t in bars["text"] if t].count(f"{fmt.gigabytes(zero1)}<br>does not fit") == 1
+    assert f"ZeRO-1 {fmt.gigabytes(zero1)} (does not fit)" in over.alt and "ZeRO-3 83.3 GB," in over.alt
+    # 1T parameters on 192 GPUs under ZeRO-3: 83.3 GB, inside an H100's 80 GiB (85.9 GB), not an A100 40GB's
+    fits = figure.render(figure.validate_state({"params": 1e12, "N": 192, "stage": 3}))
+    assert readouts(fits)["fits"].value == 1 and readouts(fits)["fits"].color is None and fits.note == ""
+    small = figure.render(figure.validate_state({"params": 1e12, "N": 192, "stage": 3, "gpu": "a100_40gb"}))
+    assert readouts(small)["fits"].value == 0 and "A100 40GB SXM" in readouts(small)["fits"].label
 
 
 def test_decimal_keeps_at_most_two_places_without_trailing_zeros():

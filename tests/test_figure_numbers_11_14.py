@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from figures import registry
-from models import activations, context, tensor
-from tests.figure_views import SVG, shapes, texts, values, view
+from models import activations, context, fmt, tensor
+from tests.figure_views import SVG, inside, overlap as boxes_overlap, paths, shapes, text_boxes, texts, values, view
 from tests.published_cases import published_cases
 
 GiB = 2**30
@@ -107,7 +107,21 @@ def test_figure_12_draws_seven_bars_coloured_by_fabric(gpus):
     outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > gpus)
     assert shapes(v, "fill-inter") == outside and shapes(v, "fill-intra") == 7 - outside
     assert shapes(v, "fill-forward") == shapes(v, "fill-backward") == 7
-    assert ("InfiniBand NDR 400 Gb/s >" in texts(v)) == (outside > 0)
+    assert ("InfiniBand NDR 400 Gb/s >" in texts(v) or "network >" in texts(v)) == (outside > 0)
+
+
+@pytest.mark.parametrize("changes", [{}, {"gpus": 16}, {"inter": "roce_400gbe"}, {"gpus": 16, "inter": "roce_400gbe"},
+                                     {"micro": 16, "seq": 131072, "hidden": 32768, "T": 1}])
+def test_figure_12_labels_stay_in_the_drawing(changes):
+    """The network's name ran off the right edge with the node edge at T = 16 | 32, and the
+    axis of a 200 s layer read "200000 ms" off the left edge: long names give way to
+    "network", and ticks of 10 s and more are in seconds."""
+    figure = registry()[12]
+    state = figure.validate_state({**figure.default_state(), **changes})
+    v = view(12, **state)
+    boxes = text_boxes(v)
+    assert [t for t, box in boxes if not inside(box, v)] == []
+    assert not any(t.endswith("000 ms") for t, _ in boxes)
 
 
 # ---- Figure 13 ------------------------------------------------------------------------------------
@@ -220,3 +234,41 @@ def test_figure_14_draws_the_causal_triangle_and_the_ring_schedule(C, layout):
     idle = context.ring_idle_steps(context.causal_work(C, layout))
     assert shapes(v, "fill-idle") == sum(1 for n in idle if n)  # contiguous: one idle run per step after the first
     assert values(v)["causal_imbalance"] == pytest.approx(2 - 1 / C if layout == "contiguous" else 1.0)
+
+
+FIG14_EXTREMES = [{}, {"heads": 8}, {"kv_heads": 1}, {"kv_heads": 128}, {"gpus": 4}, {"gpus": 16}, {"C": 1},
+                  {"C": 64, "s": 1048576, "h": 32768, "heads": 128, "kv_heads": 128, "gpus": 72}, {"C": 64, "gpus": 4},
+                  {"s": 4096, "h": 1024, "C": 2, "intra": "pcie4_x16"}]
+
+
+@pytest.mark.parametrize("changes", FIG14_EXTREMES)
+def test_figure_14_times_have_a_log_axis_in_seconds_and_the_compute_the_ring_hides_behind(changes):
+    """The time bars had no y values, their 1.06 / 1.23 ms labels collided, and nothing showed
+    the compute that 'the ring can hide' behind: now a log axis named in seconds, the ring,
+    Ulysses and a rank's attention compute for every C, and the chosen C's values placed
+    apart by svg.place_labels."""
+    state = registry()[14].validate_state({**registry()[14].default_state(), **changes})
+    v = view(14, **changes)
+    C, s, h = state["C"], state["s"], state["h"]
+    compute = context.attention_compute_s(s, h, C)
+    ring = context.context_comm_time(s, h, state["heads"], C, kv_heads=state["kv_heads"], intra_link=state["intra"],
+                                     inter_link=state["inter"], gpus_per_node=state["gpus"]).ring_s
+    shown = values(v)
+    assert shown["attention_compute_s"] == compute and shown["ring_hidden"] == int(ring <= compute)
+    boxes = text_boxes(v)
+    [chart_top] = [box[1] for t, box in boxes if t == "one layer's forward, per rank, by C (log scale)"]
+    boxes = [(t, box) for t, box in boxes if box[1] >= chart_top]  # the time chart's labels
+    drawn = [t for t, _ in boxes]
+    ticks = [(t, box) for t, box in boxes if box[0] + box[2] == pytest.approx(6 + 58 - 6) and t[0].isdigit()]
+    assert len(ticks) >= 2 and all(t.endswith(("s", "ms", "\u00b5s", "ns")) for t, _ in ticks)
+    # decades evenly spaced: a log axis
+    ys = sorted(box[1] for _, box in ticks)
+    assert max(ys[i + 1] - ys[i] for i in range(len(ys) - 1)) == pytest.approx(min(ys[i + 1] - ys[i] for i in range(len(ys) - 1)))
+    assert f"compute {fmt.duration(compute)}" in drawn
+    if ring:
+        assert f"ring {fmt.duration(ring)}" in drawn
+    assert len(paths(v, "svg-ink svg-dash")) >= 1  # the compute line (and its legend mark)
+    assert all(inside(box, v) for _, box in boxes), [t for t, box in boxes if not inside(box, v)]
+    assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:]), \
+        [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)]
+

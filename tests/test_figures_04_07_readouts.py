@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from models import ddp, hardware, memory, overlap, sampler
-from tests.figure_views import SVG, paths, readouts, render, texts, values
+from tests.figure_views import SVG, inside, overlap as boxes_overlap, paths, readouts, rectangles, render, text_boxes, texts, values
 
 
 # --- Figure 04 --------------------------------------------------------------------------------
@@ -183,6 +183,50 @@ def test_07_bars_do_not_move_with_n_and_only_the_job_panel_does():
     assert any(t.startswith("the job needs 459 TB") for t in texts(render(7, N=4096)[1]))
 
 
+@pytest.mark.parametrize("changes", [{}, {"compute_ms": 1000}, {"comm_mb": 1}, {"compute_ms": 0.1, "comm_mb": 1},
+                                     {"bw_GBps": 10}, {"channels": 64, "mem_bound": 1.0}, {"bw_GBps": 50}])
+def test_06_no_label_sits_on_a_fill_or_leaves_the_drawing(changes):
+    """The gauges' 'taken / left' labels were haloed over the bars, 'at 80% speed' sat on the
+    faded GEMM, the title's top and the time axis' last tick stuck out of the drawing."""
+    _, rendered = render(6, **changes)
+    boxes = text_boxes(rendered)
+    fills = [box for key in ("comm", "forward", "exposed") for box in rectangles(rendered, f"fill-{key}")]
+    assert len(fills) >= 9 and not ET.fromstring(rendered.svg).findall(f".//{SVG}text[@class='svg-label-soft svg-halo']")
+    assert [(t, f) for t, box in boxes for f in fills if boxes_overlap(box, f)] == []
+    assert [t for t, box in boxes if not inside(box, rendered)] == []
+    assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])
+    if changes == {}:
+        assert "GEMM at 80%" in texts(rendered)  # the faded stretch is still explained where there is room
+
+
+@pytest.mark.parametrize("changes", [{}, {"params": 1_000_000_000_000}, {"params": 1_000_000_000, "gpu": "mi300x"},
+                                     {"activations_gb": 200, "N": 4096}, {"params": 1_000_000_000_000, "activations_gb": 200}])
+def test_07_every_label_fits_the_drawing_and_the_hbm_label_sits_on_no_bar(changes):
+    """The job panel's top tick read "000 TB" (1000 TB, cut at the left edge): ticks now
+    name PB and the axis leaves room; the HBM line's label sat on the bars."""
+    _, rendered = render(7, **changes)
+    boxes = text_boxes(rendered)
+    assert all(inside(box, rendered) for _, box in boxes), [t for t, box in boxes if not inside(box, rendered)]
+    assert not any("000 TB" in t for t, _ in boxes)
+    [hbm] = [box for t, box in boxes if t.startswith("HBM of one")]
+    bars = [bar for part in ("params", "grads", "optimizer", "activations") for bar in rectangles(rendered, f"fill-{part}")]
+    assert len(bars) >= 13 and not any(boxes_overlap(hbm, bar) for bar in bars)
+    assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])
+
+
+@pytest.mark.parametrize("optimizer,terms,recipe", [
+    ("adam_mixed", "(2 + 2 + 12) bytes", "16 bytes: bf16 weights 2 + bf16 gradients 2 + fp32 master weights, momentum and variance 12"),
+    ("adam_fp32", "(4 + 4 + 8) bytes", "16 bytes: fp32 weights 4 + fp32 gradients 4 + fp32 momentum and variance 8"),
+    ("sgd_momentum", "(2 + 2 + 8) bytes", "12 bytes: bf16 weights 2 + bf16 gradients 2 + fp32 master weights and momentum 8")])
+def test_07_says_which_bytes_per_parameter_it_counts(optimizer, terms, recipe):
+    """The planner counts 18 bytes and a checkpoint 14: this figure says it counts ZeRO's 2 + 2 + 12."""
+    _, rendered = render(7, optimizer=optimizer)
+    shown = readouts(rendered)["bytes_per_param"]
+    assert shown.text == recipe and shown.value == memory.OPTIMIZERS[optimizer].bytes_per_param
+    assert f"7B parameters \u00d7 {terms}" in texts(rendered)
+    assert any(t.startswith(f"7B \u00d7 {terms[:-6]} B + 10 GB activations") for t in texts(render(7, optimizer=optimizer, activations_gb=10)[1]))
+
+
 # --- shared helpers these figures added -------------------------------------------------------
 
 def test_round_ticks_and_time_axis():
@@ -196,4 +240,5 @@ def test_round_ticks_and_time_axis():
     assert "ms since start" in svg.time_axis(0, 100, 50, 0.2, "{unit} since start")
     assert (fmt.duration(0.0123), fmt.duration(4.5e-5), fmt.duration(1.5), fmt.duration(0)) == ("12.3 ms", "45 \u00b5s", "1.5 s", "0 s")
     assert (fmt.data_size(4.5875e14), fmt.data_size(2.5e7), fmt.data_size(1e12), fmt.data_size(2.5e10)) == ("459 TB", "25 MB", "1 TB", "25 GB")
+    assert (fmt.data_size(999.96e12), fmt.data_size(1e15), fmt.data_size(6.5536e16)) == ("1 PB", "1 PB", "65.5 PB")
     assert fmt.count(2048) == "2,048"

@@ -4,9 +4,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from figures import registry
+from figures import registry, svg
 from models import checkpoint, fsdp, hardware, hsdp, memory
-from tests.figure_views import SVG, path_data, render, shapes, texts, values
+from tests.figure_views import SVG, inside, overlap as boxes_overlap, path_data, rectangles, render, shapes, text_boxes, texts, values
 
 
 # ---- Figure 09 ---------------------------------------------------------------------------------
@@ -125,10 +125,41 @@ def test_fig10_mesh_draws_a_subset_and_says_so():
     assert shapes(small, "stroke-intra") == 2 and shapes(small, "stroke-inter") == 8  # 2 row rings, 8 column rings
     _, big = render(10, N=4096, shard=64, gpus=8)
     assert shapes(big, "svg-neutral-fill") == 8 * 24
-    assert any("Drawn: 24 of the 64 GPUs of each shard group and 8 of the 64 shard groups." in t for t in texts(big))
+    assert "Drawn: 24 of the 64 GPUs of each shard group and 8 of the 64 shard groups." in texts(big)
     assert shapes(big, "stroke-inter") == 8 + 24  # the shard rings cross nodes too
     # One bar per shard group size the world allows in the memory chart.
     assert shapes(big, "fill-memory") == 13
+
+
+@pytest.mark.parametrize("changes", FIG10_STATES + [{"params": 1_000_000_000_000}, {"N": 8, "gpus": 2}, {"N": 4096, "shard": 1}])
+def test_fig10_bars_have_value_axes_with_units_and_the_chosen_values(changes):
+    """The bars had no scale or unit: a 39.4 GB readout (NVLink bytes) beside a bar shorter
+    than the 3.69 GB one (network bytes), because the bars are times. Now each chart has a
+    titled value axis with units, and the chosen group's bars carry the readouts' numbers."""
+    state, view = render(10, **changes)
+    step, _ = _hsdp(state)
+    boxes = text_boxes(view)
+    shown = [t for t, _ in boxes]
+    assert "Model state per GPU, for every shard group size" in shown
+    assert "Communication time per step, before overlap (time, not bytes)" in shown
+    got = {r.key: r for r in view.readouts}
+    assert got["model_state_bytes_per_device"].text in shown and got["step_comm_s"].text in shown
+    assert got["shard_comm_s"].value == step.allgather_s + step.reducescatter_s
+    # the memory ticks sit where the bars put their values: bar height / bytes is the axis' scale
+    sizes = [s for s in (2 ** k for k in range(13)) if s <= state["N"]]
+    bars = sorted(rectangles(view, "fill-memory"))
+    assert len(bars) == len(sizes)
+    tallest = bars[0]  # one GPU per shard group: the whole model state
+    per_byte = tallest[3] / memory.hsdp_model_states(state["params"], state["N"], 1).total_bytes
+    base = tallest[1] + tallest[3]
+    ticks = [(t, box) for t, box in boxes if t.endswith((" GB", " TB")) and box[0] + box[2] == pytest.approx(90)]  # LEFT - 6
+    assert len(ticks) >= 2
+    for tick, box in ticks:
+        value = float(tick.split()[0]) * (1e12 if tick.endswith("TB") else 1e9)
+        assert box[1] + svg.ASCENT * 11 - 4 == pytest.approx(base - value * per_byte, abs=0.11)
+    assert any(t.endswith((" ms", " s")) and box[0] + box[2] == pytest.approx(90) for t, box in boxes)
+    assert all(inside(box, view) for _, box in boxes)
+    assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])
 
 
 # ---- Figure 22 ---------------------------------------------------------------------------------

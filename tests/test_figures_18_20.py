@@ -7,7 +7,7 @@ import pytest
 from figures import registry
 from figures.contract import Play, encode_state
 from models import ladder, step_timeline, tour
-from tests.figure_views import SVG, paths, readouts, render
+from tests.figure_views import SVG, inside, paths, readouts, render, text_boxes
 from tests.published_cases import published_cases
 
 
@@ -245,3 +245,21 @@ def test_fig18_and_fig19_captions_quote_their_default_states():
     assert readouts(view19)["model_state_bytes"].value == 16 * registry()[19].default_state()["params"]
     from figures import fig19_decision_tree as fig19
     assert "16 bytes a parameter" in fig19.QUESTION["model_state"]
+
+
+@pytest.mark.parametrize("changes", [{"params": 1_000_000_000_000, "experts": 256, "gpus": 256},
+                                     {"params": 1_000_000_000_000, "experts": 256, "gpus": 16384, "seq": 131072},
+                                     {"params": 1_000_000_000_000, "gpus": 1}, {}])
+def test_19_the_lit_fix_stays_inside_its_leaf(changes):
+    """'experts over 256 ranks: 474,106 GB a GPU, still too much' ran out of its leaf and the
+    drawing: the drawn detail drops ' a GPU' (and 'still') where it must; the readout keeps it."""
+    from figures.fig19_decision_tree import LEAF_W, LEAF_X, _fit_leaf
+
+    _, view = render(19, **changes)
+    boxes = text_boxes(view)
+    assert [t for t, box in boxes if not inside(box, view)] == []
+    assert [t for t, box in boxes if box[0] >= LEAF_X and box[0] + box[2] > LEAF_X + LEAF_W] == []
+    fix = readouts(view)["fix"].text  # the whole sentence
+    drawn = _fit_leaf(fix)
+    assert drawn in [t for t, _ in boxes]
+    assert drawn in (fix, fix.replace(" a GPU", ""), fix.replace(" a GPU", "").replace(", still too much", ", too much"))

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from models import hardware, reliability, scaling
-from tests.figure_views import SVG, path_data, render, shapes, subpaths, texts, values
+from tests.figure_views import SVG, inside, overlap as boxes_overlap, path_data, rectangles, render, shapes, subpaths, text_boxes, texts, values
 
 
 # ---- Figure 23 -------------------------------------------------------------------------------------
@@ -223,3 +223,17 @@ def test_figure_25_prose_names_the_number_of_ranks_drawn_one_by_one():
     prose = (Path(__file__).resolve().parent.parent / "site" / "content" / "24-failures.md").read_text()
     n = f"{reliability.MAX_SHOWN_RANKS:,}"
     assert f"Past {n} ranks the figure draws {n} of them one by one" in prose
+
+
+@pytest.mark.parametrize("changes", [{}, {"bad": 0.05, "N": 64}, {"bad": 1, "N": 1}, {"cv": 0, "N": 16384},
+                                     {"cv": 0.2, "bad": 0.2}, {"N": 2, "seed": 7}, {"bad": 0.01, "N": 4096, "cv": 0.01}])
+def test_25_marker_labels_sit_on_no_bar_nor_on_each_other(changes):
+    """'slowest this step' was drawn over the histogram's bars; now every label is placed
+    by svg.place_labels clear of the bars, the dots and the other labels."""
+    _, view = render(25, **changes)
+    boxes = text_boxes(view)
+    bars = rectangles(view, "fill-compute")
+    assert bars and [(t, bar) for t, box in boxes for bar in bars if boxes_overlap(box, bar)] == []
+    assert "slowest this step" in [t for t, _ in boxes]
+    assert [t for t, box in boxes if not inside(box, view)] == []
+    assert [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)] == []

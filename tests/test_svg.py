@@ -120,3 +120,59 @@ def test_hit_strips_merge_side_by_side_cells_of_consecutive_values_only():
     assert [r.get("data-set-strip") for r in rects] == ["rank=0/3", "rank=3/1", "rank=5/1", "rank=6/2"]
     assert [(r.get("x"), r.get("width")) for r in rects] == [("0.0", "30.0"), ("34.0", "10.0"), ("44.0", "10.0"), ("0.0", "20.0")]
     assert all(r.get("class") == "svg-hit" and r.get("tabindex") is None for r in rects)
+
+
+# --- labels placed by one helper (svg.place_labels) ---------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+def _apart(a, b):
+    return a[0] + a[2] <= b[0] or b[0] + b[2] <= a[0] or a[1] + a[3] <= b[1] or b[1] + b[3] <= a[1]
+
+
+def test_text_width_grows_with_size_weight_and_length_and_is_conservative_for_wide_letters():
+    assert svg.text_width("1.06 ms", 11) < svg.text_width("1.06 ms", 12) < svg.text_width("1.06 ms", 12, bold=True)
+    assert svg.text_width("WWW", 10) >= 3 * 0.98 * 10 and svg.text_width("iii", 10) < svg.text_width("WWW", 10) / 2
+    assert svg.text_width("\u4e00", 10) == 10  # an unknown character counts a whole em
+    left, top, width, height = svg.text_box(100, 50, "HBM", 12, anchor="end")
+    assert left + width == 100 and top < 50 - 0.9 * 12 and top + height > 50 + 0.2 * 12
+
+
+def test_a_label_keeps_its_place_when_free_and_is_moved_inside_the_drawing():
+    [(x, y, anchor, box)] = svg.place_labels([svg.Label(10, 20, "free")], (0, 0, 200, 100))
+    assert (x, y, anchor) == (10, 20, "start")
+    [(x, y, _, box)] = svg.place_labels([svg.Label(195, 5, "sticks out right and above")], (0, 0, 200, 100))
+    assert box[0] + box[2] <= 200 and box[1] >= 0 and x < 195 and y > 5
+
+
+def test_colliding_labels_take_their_alternative_or_stack():
+    bars = [(40, 40, 20, 60)]
+    first, second = svg.place_labels(
+        [svg.Label(50, 35, "1.06 ms", anchor="middle", moves=("up",)),
+         svg.Label(52, 35, "1.23 ms", anchor="middle", moves=("up",))], (0, 0, 200, 100), obstacles=bars)
+    assert first[:3] == (50, 35, "middle") and second[1] < first[1] and _apart(first[3], second[3])
+    [(x, y, anchor, box)] = svg.place_labels(
+        [svg.Label(50, 60, "on the bar", alternatives=((62, 60, "start"),))], (0, 0, 200, 100), obstacles=bars)
+    assert (x, y, anchor) == (62, 60, "start") and _apart(box, bars[0])
+
+
+def test_labels_draws_each_at_its_place_with_its_attributes():
+    markup = svg.labels([svg.Label(10, 20, "a", class_="svg-label", style="fill:red"), svg.Label(11, 20, "b")],
+                        (0, 0, 100, 100))
+    assert markup.startswith('<text x="10.0" y="20.0" class="svg-label" style="fill:red">a</text><text x="11.0" y="')
+    assert 'y="20.0" class="svg-label-soft">b' not in markup  # b moved off a
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 300), st.floats(12, 200), st.text("0123456789 .msGBTk", min_size=1, max_size=9),
+                          st.sampled_from(["start", "middle", "end"])), min_size=1, max_size=8))
+def test_placed_labels_never_overlap_nor_leave_a_roomy_drawing(items):
+    """Eight short labels anywhere in a 300 x 200 drawing always find room: no two boxes
+    touch and none leaves the drawing, however they were asked for."""
+    placed = svg.place_labels([svg.Label(x, y, t, anchor=a, moves=("up", "down", "left", "right"))
+                               for x, y, t, a in items], (0, 0, 300, 200))
+    boxes = [box for *_, box in placed]
+    for i, a in enumerate(boxes):
+        assert 0 <= a[0] and a[0] + a[2] <= 300 + 1e-6 and 0 <= a[1] and a[1] + a[3] <= 200 + 1e-6
+        assert all(_apart(a, b) for b in boxes[i + 1:])

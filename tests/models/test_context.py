@@ -243,3 +243,39 @@ def test_ring_idle_steps(ranks):
     assert cx.ring_idle_steps(cx.causal_work(ranks, "two_chunks")) == (0,) * ranks
     with pytest.raises(ValueError, match="work"):
         cx.ring_idle_steps(ranks)
+
+
+# ---- the compute the ring hides behind (Figure 14) ---------------------------------------------
+
+def test_causal_attention_forward_is_half_the_dense_attention_flops():
+    from models import flops
+
+    for seq, hidden in ((4096, 1024), (131072, 8192)):
+        # one layer's forward, less its GEMMs on the weights (24 B s h²): the attention terms
+        attention = flops.flops_breakdown(1, seq, 1, hidden, 1).forward_transformer - 24 * seq * hidden * hidden
+        assert cx.causal_attention_forward_flops(seq, hidden) == attention / 2 == 2 * seq * seq * hidden
+        assert cx.causal_attention_forward_flops(seq, hidden, micro_batch=4) == 4 * attention / 2
+
+
+def test_attention_compute_runs_at_flashattention3s_share_of_an_h100():
+    """FlashAttention-3: 740 TFLOP/s of the H100's 989.4 (75%). One layer of 131,072 tokens,
+    h = 8192, split over 8 ranks: 2 s² h / 8 = 3.5e13 FLOPs each, at 742 TFLOP/s 47.4 ms."""
+    assert cx.ATTENTION_KERNEL_FRACTION * 989.4e12 == pytest.approx(740e12, rel=0.01)
+    seconds = cx.attention_compute_s(131072, 8192, 8)
+    assert seconds == pytest.approx(2 * 131072**2 * 8192 / 8 / (0.75 * 989.4e12), rel=1e-12)
+    assert 0.047 < seconds < 0.048
+
+
+@SETTINGS
+@given(st.sampled_from([1024, 4096, 65536]), st.sampled_from([1024, 8192]), st.sampled_from([1, 2, 8, 64]))
+def test_attention_compute_falls_as_one_over_c_and_grows_with_the_square_of_the_sequence(seq, hidden, cp):
+    one = cx.attention_compute_s(seq, hidden, 1)
+    assert cx.attention_compute_s(seq, hidden, cp) == pytest.approx(one / cp, rel=1e-12)
+    assert cx.attention_compute_s(2 * seq, hidden, cp) == pytest.approx(4 * one / cp, rel=1e-12)
+    assert cx.attention_compute_s(seq, hidden, cp, gpu="b200") < cx.attention_compute_s(seq, hidden, cp)
+
+
+@pytest.mark.parametrize("bad", [dict(cp=0), dict(fraction=0), dict(fraction=1.5), dict(gpu="tpu")])
+def test_attention_compute_refuses_bad_input(bad):
+    with pytest.raises((ValueError, KeyError)):
+        cx.attention_compute_s(4096, 1024, **{"cp": 2, **bad})
