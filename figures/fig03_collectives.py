@@ -182,18 +182,27 @@ def _cost_panel(state, split, top):
                      + [(LEFT, py(10.0**k), LEFT + span, py(10.0**k)) for k in range(low, high + 1, stride)], class_="svg-axis"),
         svg.texts(((LEFT - 4, py(10.0**k) + 4, fmt.duration(10.0**k)) for k in range(low, high + 1, stride)),
                   class_="svg-label-soft", text_anchor="end"),
-        svg.texts(((px(10.0**k), chart_top + chart_h + 14, fmt.data_size(10.0**k)) for k in range(3, 11)),
+        # the first size starts at the axis, clear of the time labels left of it
+        svg.text(px(1e3), chart_top + chart_h + 14, fmt.data_size(1e3), class_="svg-label-soft"),
+        svg.texts(((px(10.0**k), chart_top + chart_h + 14, fmt.data_size(10.0**k)) for k in range(4, 11)),
                   class_="svg-label-soft", text_anchor="middle"),
         svg.segments(((px(state["size"]), chart_top, px(state["size"]), chart_top + chart_h),), class_="svg-cut",
                      stroke_dasharray="3 3"),
     ]
     slower = max(curves, key=lambda algo: curves[algo][0])  # its label goes above its curve, the other's below
+    size, _ = svg.label_size("svg-label-soft")
+    ticks = [svg.text_box(px(10.0**k), chart_top + chart_h + 14, fmt.data_size(10.0**k), size,
+                          "start" if k == 3 else "middle") for k in range(3, 11)]
+    names = []
     for algo, times in curves.items():
         chosen = algo == state["algo"]
         parts.append(svg.polyline([(px(s), py(t)) for s, t in zip(SIZES, times)], class_="svg-arrow" if chosen else "svg-cut",
                                   stroke_dasharray=None if chosen else "5 4"))
-        parts.append(svg.text(px(SIZES[0]) + 4, py(times[0]) + (-6 if algo == slower else 14),
-                              algo + (" (chosen)" if chosen else ""), class_="svg-label-soft"))
+        above, below = py(times[0]) - 6, py(times[0]) + 14
+        first, second = (above, below) if algo == slower else (below, above)
+        names.append(svg.Label(px(SIZES[0]) + 4, first, algo + (" (chosen)" if chosen else ""),
+                               alternatives=((px(SIZES[0]) + 4, second, "start"),), moves=("up", "right")))
+    parts.append(svg.labels(names, (LEFT, chart_top - 20, span, chart_h + 20), obstacles=ticks))
     parts.append(svg.boxes(((px(state["size"]) - 4, py(split.time_s) - 4, 8, 8),), class_="fill-comm"))
     parts.append(svg.text(LEFT + span, chart_top + chart_h + 30, "time of one collective against buffer size (log-log)",
                           class_="svg-label-soft", text_anchor="end"))

@@ -203,11 +203,11 @@ def render(state):
     if capped:
         parts.append(svg.text(LEFT, 62, f"Capped: {len(nodes)} of the {mesh.nodes:,} nodes drawn, rank {rank}'s and its "
                                         "groups' (the table lists every member)", class_="svg-label svg-strong"))
-    legend = [(LEFT + (i % 3) * 240, bottom + 12 + (i // 3) * 16, f"{LABELS[a]} groups of {mesh.degree(a)}: "
+    legend = [(LEFT + (i % 2) * 360, bottom + 12 + (i // 2) * 16, f"{LABELS[a]} groups of {mesh.degree(a)}: "
                + ("cross nodes" if crosses[a] else "stay inside nodes" if mesh.degree(a) > 1 else "off"))
               for i, a in enumerate(GROUP_AXES)]
     parts.append(svg.texts(legend, class_="svg-label"))
-    drawing = svg.document(WIDTH, bottom + 36, parts, label=(
+    drawing = svg.document(WIDTH, bottom + 12 + 16 * ((len(GROUP_AXES) + 1) // 2), parts, label=(
         f"Grid of {len(cell)} of {world} ranks grouped by node{' (capped)' if capped else ''}, with rank {rank}'s "
         f"{LABELS[axis]} group filled"))
 

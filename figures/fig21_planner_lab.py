@@ -1,4 +1,5 @@
 """Figure 21: the planner lab — search every layout, explain the best, price any other."""
+import textwrap
 from collections import OrderedDict
 from functools import lru_cache
 
@@ -153,17 +154,28 @@ def _bar(top, title, parts, colours, names, scale, fmt_value, marks=(), title_st
         out.append(svg.text(legend_x + 15, legend_y, label, class_="svg-label-soft"))
         legend_x += 28 + CHAR * len(label)
         x += width
-    for (mark_x, label), label_y in zip(marks, (top + 22 + BAR + 18, top + 14)):  # usable below, HBM above
+    labels = []
+    below = top + 22 + BAR + 18
+    if len(marks) == 2 and marks[1][0] - marks[0][0] < 40:  # too close to name apart: one label for both
+        marks = ((marks[0][0], f"{marks[0][1]}, {marks[1][1]}"), (marks[1][0], ""))
+    for mark_x, label in marks:  # under the bar, beside their lines, clear of each other
         out.append(svg.segments([(mark_x, top + 18, mark_x, top + 22 + BAR + 6)], class_="stroke-capacity",
                                 stroke_dasharray="4 3"))
-        out.append(svg.text(mark_x - 3, label_y, label, class_="svg-label-soft", text_anchor="end"))
+        if label:
+            labels.append(svg.Label(mark_x - 3, below, label, anchor="end",
+                                    alternatives=((mark_x + 3, below, "start"),), moves=("left",)))
+    if labels:
+        size, bold = svg.label_size("svg-label svg-strong", compact=True)
+        heading = svg.text_box(PAD, top + 14, title, size, "start", bold)
+        out.append(svg.labels(labels, (0, top, WIDTH, BAR + 60), obstacles=(heading,), compact=True))
     return out, legend_y + 8
 
 
 def _drawing(plan, e, verdict):
     scale = (WIDTH - 2 * PAD) / max(e.memory_bytes, e.hbm_bytes) / 1.02
-    title = (f"Memory per GPU: {fmt.gigabytes(e.memory_bytes)} of {fmt.gigabytes(e.usable_bytes)}"
-             + {"fits": "", "at the edge": ", at the edge", "does not fit": ", too much"}[verdict])
+    title = (f"Memory per GPU: {fmt.gigabytes(e.memory_bytes).removesuffix(' GB')} of "
+             f"{fmt.gigabytes(e.usable_bytes)}" + {"fits": "", "at the edge": ", at the edge",
+                                                   "does not fit": ", too much"}[verdict])
     parts, bottom = _bar(0, title, e.memory_breakdown.items(), MEMORY_COLOURS, planner.MEMORY_NAMES, scale,
                          fmt.gigabytes, ((PAD + e.usable_bytes * scale, "usable"), (PAD + e.hbm_bytes * scale, "HBM")),
                          title_style="fill:var(--c-warn)" if verdict == "does not fit" else None)
@@ -245,9 +257,11 @@ def render(state):
     except ValueError as error:
         message = str(error)
         inputs = ", ".join(f"{c.key}={state[c.key]}" for c in CONTROLS)  # every input: a change always shows
-        drawing = svg.document(WIDTH, 48, [svg.text(PAD, 20, "No plan for these inputs:", class_="svg-label"),
-                                           svg.text(PAD, 40, message[:48] + ("..." if len(message) > 48 else ""),
-                                                    class_="svg-label-soft")],
+        lines = textwrap.wrap(message, 42)[:4]
+        drawing = svg.document(WIDTH, 28 + 20 * len(lines),
+                               [svg.text(PAD, 20, "No plan for these inputs:", class_="svg-label"),
+                                svg.texts(((PAD, 40 + 20 * i, line) for i, line in enumerate(lines)),
+                                          class_="svg-label-soft")],
                                label=f"No plan for {inputs}: {message}", class_="svg-compact")
         return View(svg=drawing, readouts=(Readout("plan", "plan", "none", "none"),), note=message,
                     alt=f"No plan is drawn: {message}",

@@ -115,7 +115,7 @@ def test_the_bars_show_every_part_in_proportion():
     for key, value in memory.items():
         assert drawn[key] == pytest.approx(value * scale, abs=0.01)
         assert any(t.startswith(planner.MEMORY_NAMES[key]) for t in texts)  # a label, not colour alone
-    assert "usable" in texts and "HBM" in texts
+    assert ("usable" in texts and "HBM" in texts) or "usable, HBM" in texts  # one label when the marks are close
     time_parts = [k for k, v in e.estimate.time_breakdown.items() if v > 0]
     for key in time_parts:
         assert any(t.startswith(planner.PART_NAMES[key]) for t in texts)

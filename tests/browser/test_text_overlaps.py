@@ -17,79 +17,8 @@ from tests.browser.harness import PageSession
 
 pytestmark = pytest.mark.browser
 
-# Overlaps in figures other engineers are fixing in parallel (issue 33): (figure, state,
-# the two texts, sorted; or a text and LEAVES). This set must be EMPTY once their work is
-# merged; an entry that no longer occurs fails the test, so it cannot go stale.
+# A problem is (figure, state, the two texts, sorted; or a text and LEAVES).
 LEAVES = "<leaves the drawing>"
-OWNED_ELSEWHERE = {
-    # Figure 03: correctness fixes (03, 04, 17, 18, 23, 24)
-    (3, 'N=1024', '1 kB', '100 µs'),
-    (3, 'N=2', '1 kB', '10 µs'),
-    (3, 'N=2', '1 kB', 'ring (chosen)'),
-    (3, 'N=2', '10 kB', 'ring (chosen)'),
-    (3, 'algo=tree', '1 kB', '10 µs'),
-    (3, 'all-high', '1 kB', '1 ms'),
-    (3, 'all-low', '1 kB', '1 µs'),
-    (3, 'all-low', '1 kB', 'ring (chosen)'),
-    (3, 'all-low', '10 kB', 'ring (chosen)'),
-    (3, 'all-low', 'AllReduce over 2 ranks, ring: step 0 of 2, before the first transfer: every rank holds only its own data', LEAVES),
-    (3, 'alpha_us=0.5', '1 kB', '1 µs'),
-    (3, 'alpha_us=100', '1 kB', '100 µs'),
-    (3, 'bw_GBps=1', '1 kB', '10 µs'),
-    (3, 'bw_GBps=1000', '1 kB', '10 µs'),
-    (3, 'default', '1 kB', '10 µs'),
-    (3, 'op=allgather', '1 kB', '10 µs'),
-    (3, 'op=alltoall', '1 kB', '10 µs'),
-    (3, 'op=broadcast', '1 kB', '10 µs'),
-    (3, 'op=reduce', '1 kB', '10 µs'),
-    (3, 'op=reducescatter', '1 kB', '10 µs'),
-    (3, 'size=1000', '1 kB', '10 µs'),
-    (3, 'size=10000000000', '1 kB', '10 µs'),
-    (3, 'step=0', '1 kB', '10 µs'),
-    (3, 'step=0', 'AllReduce over 8 ranks, ring: step 0 of 14, before the first transfer: every rank holds only its own data', LEAVES),
-    (3, 'step=14', '1 kB', '10 µs'),
-    # Figure 17: correctness fixes (03, 04, 17, 18, 23, 24)
-    (17, 'order=cp-dp-pp-tp', 'expert DP groups of 8: stay inside nodes', LEAVES),
-    (17, 'order=cp-dp-tp-pp', 'expert DP groups of 8: stay inside nodes', LEAVES),
-    (17, 'order=dp-cp-pp-tp', 'expert DP groups of 8: stay inside nodes', LEAVES),
-    (17, 'order=dp-cp-tp-pp', 'expert DP groups of 8: stay inside nodes', LEAVES),
-    (17, 'order=dp-pp-cp-tp', 'expert DP groups of 8: stay inside nodes', LEAVES),
-    (17, 'order=dp-pp-tp-cp', 'expert DP groups of 8: stay inside nodes', LEAVES),
-    (17, 'order=dp-tp-cp-pp', 'expert DP groups of 8: stay inside nodes', LEAVES),
-    (17, 'order=dp-tp-pp-cp', 'expert DP groups of 8: stay inside nodes', LEAVES),
-    (17, 'tp=1', 'expert DP groups of 8: stay inside nodes', LEAVES),
-    # Figure 21: the planner
-    (21, 'all-high', 'HBM', LEAVES),
-    (21, 'all-high', 'Memory per GPU: 20,148 GB of 77.3 GB, too much', LEAVES),
-    (21, 'all-high', 'usable', LEAVES),
-    (21, 'all-low', 'HBM', LEAVES),
-    (21, 'all-low', 'HBM', 'Memory per GPU: 3,149 GB of 77.3 GB, too much'),
-    (21, 'all-low', 'Memory per GPU: 3,149 GB of 77.3 GB, too much', LEAVES),
-    (21, 'all-low', 'usable', LEAVES),
-    (21, 'experts=1024', 'HBM', LEAVES),
-    (21, 'experts=1024', 'HBM', 'Memory per GPU: 2,090 GB of 77.3 GB, too much'),
-    (21, 'experts=1024', 'Memory per GPU: 2,090 GB of 77.3 GB, too much', LEAVES),
-    (21, 'experts=1024', 'usable', LEAVES),
-    (21, 'gpus=1', 'HBM', LEAVES),
-    (21, 'gpus=1', 'HBM', 'Memory per GPU: 3,149 GB of 77.3 GB, too much'),
-    (21, 'gpus=1', 'Memory per GPU: 3,149 GB of 77.3 GB, too much', LEAVES),
-    (21, 'gpus=1', 'usable', LEAVES),
-    # Figure 23: correctness fixes (03, 04, 17, 18, 23, 24)
-    (23, 'N=1', '16K', 'training efficiency'),
-    (23, 'N=16384', '16K', 'training efficiency'),
-    (23, 'all-low', '16K', 'sample efficiency'),
-    (23, 'bw_GBps=5', '16K', 'training efficiency'),
-    (23, 'bw_GBps=500', '16K', 'training efficiency'),
-    (23, 'default', '16K', 'training efficiency'),
-    (23, 'global_batch=131072', '16K', 'training efficiency'),
-    (23, 'global_batch=64', '16K', 'training efficiency'),
-    (23, 'grad_gb=0.1', '16K', 'training efficiency'),
-    (23, 'grad_gb=2000', '16K', 'weak scaling'),
-    (23, 'overlap=0.0', '16K', 'strong scaling'),
-    (23, 'overlap=1.0', '16K', 'training efficiency'),
-    (23, 'step_ms=10', '16K', 'weak scaling'),
-    (23, 'step_ms=5000', '16K', 'training efficiency'),
-}
 
 PHONE_WIDTH = 390
 MEASURE = """([anchor, drawings, plot]) => {
@@ -218,10 +147,7 @@ def test_no_label_overlaps_another_or_leaves_its_drawing(page):
         page.evaluate(RESIZED, figure.anchor)
         found |= _problems(page, figure, f"{PHONE_WIDTH}px ")
     page.set_viewport_size({"width": 1280, "height": 900})
-    ours = sorted(found - OWNED_ELSEWHERE)
-    assert not ours, "labels overlap or leave the drawing:\n" + "\n".join(map(repr, ours))
-    gone = sorted(OWNED_ELSEWHERE - found)
-    assert not gone, "fixed, so remove from OWNED_ELSEWHERE:\n" + "\n".join(map(repr, gone))
+    assert not found, "labels overlap or leave the drawing:\n" + "\n".join(map(repr, sorted(found)))
 
 
 def test_the_width_estimate_the_labels_are_placed_by_is_never_short(page):
