@@ -465,6 +465,7 @@ def render_figure(templates, figure, held=False):
     state = figure.default_state()
     try:
         view = figure.render(state)
+        narrow = figure.render(state, narrow=True) if figure.lays_out_narrow else view
     except Exception as error:
         raise BuildError(f"figures/fig{figure.number:02d}_*.py: render(default state) raised {type(error).__name__}: {error}") from error
     return templates.get_template("figure.html").render(
@@ -473,6 +474,9 @@ def render_figure(templates, figure, held=False):
         view=view,
         limits=figure.slider_limits(state),
         held=held,
+        # a phone's drawing, baked beside the wide one (CSS shows the one that fits): the
+        # worker draws the same, so the page does not move when Python takes over
+        narrow_svg=narrow.svg if narrow.svg != view.svg else None,
         plot_json=json.dumps(view.plot, sort_keys=True, separators=(",", ":")).replace("</", "<\\/") if view.plot else None,
     )
 

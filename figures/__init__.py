@@ -5,6 +5,7 @@ imports just one. The build, the tests and the browser's worker use them, so a n
 needs no registration beyond its file.
 """
 import importlib
+import inspect
 import pkgutil
 import re
 
@@ -26,13 +27,29 @@ def _load(module_name):
         title=module.TITLE,
         caption=module.CAPTION,
         controls=tuple(module.CONTROLS),
-        render=module.render,
+        render=_layout_aware(module.render),
         constrain=getattr(module, "constrain", None),
         prepare=getattr(module, "prepare", None),
         limits=getattr(module, "limits", None),
         note=getattr(module, "NOTE", ""),
         tries=tuple(getattr(module, "TRIES", ())),
+        primary=tuple(getattr(module, "PRIMARY", ())),
+        groups=tuple(getattr(module, "GROUPS", ())),
+        lays_out_narrow="narrow" in inspect.signature(module.render).parameters,
     )
+
+
+def _layout_aware(render):
+    """``render(state, narrow=False)`` for every figure: a module whose ``render`` takes
+    no ``narrow`` draws the same view at every width."""
+    if "narrow" in inspect.signature(render).parameters:
+        return render
+
+    def render_any_width(state, narrow=False):
+        return render(state)
+
+    render_any_width.__wrapped__ = render
+    return render_any_width
 
 
 def module_names():

@@ -8,7 +8,16 @@ A figure module (``figures/figNN_slug.py``) defines
     NOTE = "..."                     # optional: how to read it, what it assumes (under "How to read it")
     TRIES = (("Sixteen stages", {"P": 16}), ...)  # optional: states worth a look, one click each
     CONTROLS = (Slider(...), Select(...), Toggle(...), Button(...))
-    def render(state) -> View: ...   # pure: the same state always gives the same view
+    PRIMARY = ("P", "m")             # optional: the one or two controls a reader moves most
+    GROUPS = (("Model", ("layers", ...)), ...)  # optional: the other controls under headings
+    def render(state, narrow=False) -> View: ...  # pure: the same state always gives the same view
+
+``narrow`` (optional parameter): the figure is shown in a column narrower than
+``NARROW_MAX_PX`` (a phone). The figure then lays itself out for it: panels stacked in
+one column, no drawing wider than ``NARROW_DRAWING_PX`` at its smallest label size,
+the element that carries its point marked ``svg.KEY`` (figure-checklist.md). On a
+narrow screen the page keeps the ``PRIMARY`` controls (default: the first) in a bar
+that stays in view while the figure is, and folds the rest behind one tap.
 
 and, where one control's valid range depends on others, optionally
 
@@ -26,6 +35,14 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from html import escape
+
+
+# Below this column width (CSS px, the page's ``(max-width: 40rem)`` breakpoint) figures
+# are rendered with ``narrow=True``; playbook.css and playbook.js use the same query.
+NARROW_MAX_PX = 640
+# A narrow drawing's ``min-width`` (svg.document) is at most this: the drawing column of a
+# 360 px phone is 323 px wide, so it never scrolls sideways.
+NARROW_DRAWING_PX = 320
 
 
 @dataclass(frozen=True)
@@ -325,6 +342,15 @@ class Figure:
     # reader can jump to in one click; each is the default state with those values, and
     # must be one the controls can reach (``check_tries``).
     tries: tuple = ()
+    # The module's optional ``PRIMARY``: the keys of the controls kept in view on a phone
+    # (at most two; default: the first control). The rest fold behind "More controls".
+    primary: tuple = ()
+    # The module's optional ``GROUPS``: ``((heading, (control key, ...)), ...)``: the
+    # controls other than the primary ones under headings (the planner lab's model,
+    # cluster and plan); any control in no group comes after them, under none.
+    groups: tuple = ()
+    # ``render`` takes ``narrow`` (the module's own render does): its narrow view may differ.
+    lays_out_narrow: bool = False
 
     @property
     def anchor(self):
@@ -333,6 +359,24 @@ class Figure:
     def try_links(self):
         """``((label, fragment), ...)``: each try as the URL fragment of its state."""
         return tuple((label, encode_state(self, self.validate_state(values))) for label, values in self.tries)
+
+    def control_layout(self):
+        """``(primary controls, [(heading or None, controls), ...])``: how the page sets out
+        the controls: the primary ones first (in a bar that stays in view on a phone), then
+        the rest in their groups, the ungrouped last. Every control appears once."""
+        primary_keys = self.primary or tuple(c.key for c in self.controls[:1])
+        primary = tuple(self.control(key) for key in primary_keys)
+        placed = set(primary_keys)
+        groups = []
+        for heading, keys in self.groups:
+            controls = tuple(self.control(key) for key in keys if key not in placed)
+            placed.update(keys)
+            if controls:
+                groups.append((heading, controls))
+        rest = tuple(c for c in self.controls if c.key not in placed)
+        if rest:
+            groups.append((None, rest))
+        return primary, groups
 
     @property
     def stateful_controls(self):

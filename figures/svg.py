@@ -41,6 +41,9 @@ def _attribute_text(items):
 
 
 LABEL_PX_MIN = 11  # no label on the page is drawn smaller (figure-checklist.md item 6)
+# The class of the element that carries a drawing's point (the chosen node, the cliff, the
+# bubble): on a phone it must be on screen with the figure's first control (tests/browser/test_phone.py).
+KEY = "svg-key"
 COMPACT_LABEL = 14.5  # label size in "svg-compact" drawings (playbook.css), narrow enough for a phone
 
 

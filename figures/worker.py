@@ -74,8 +74,9 @@ def _state_key(state):
 class FigureSession:
     """One figure's views and its render-ahead list."""
 
-    def __init__(self, figure):
+    def __init__(self, figure, narrow=False):
         self.figure = figure
+        self.narrow = narrow  # rendered for a narrow column (``Worker.layout``)
         self.views = OrderedDict()  # state key -> view JSON
         # the (raw, valid) moves to render ahead, nearest first, an iterator that validates
         # each as it is drawn (Figure 17 has ~600: ~35 ms in Pyodide, too long for one
@@ -122,7 +123,7 @@ class FigureSession:
         if cached is not None:
             self.views.move_to_end(key)
             return cached
-        view = self.figure.render(dict(state))
+        view = self.figure.render(dict(state), narrow=self.narrow)
         cached = _dumps(self.describe(state, view))
         self.views[key] = cached
         if len(self.views) > VIEW_CACHE_SIZE:
@@ -328,13 +329,34 @@ class Worker:
         self.last_report = {}
         self.last_call = 0.0
         self.uncollected = 0  # calls and render-ahead turns since the last collection
+        self.narrow = False  # the page's column is a phone's (``layout``)
 
     def _session(self, number):
         number = int(number)
         session = self.sessions.get(number)
         if session is None:
-            session = self.sessions[number] = FigureSession(figures.load(number))
+            session = self.sessions[number] = FigureSession(figures.load(number), self.narrow)
         return session
+
+    def layout(self, narrow_json):
+        """The page's column is narrow (a phone) or not: the figures are rendered for it
+        from now on. When that changes (a phone turned), every view kept here was drawn for
+        the other width and is dropped, as the page drops its own; each figure that lays
+        itself out narrow starts its render-ahead again."""
+        narrow = bool(json.loads(narrow_json))
+        if narrow == self.narrow:
+            return ""
+        self.narrow = narrow
+        for number, session in list(self.sessions.items()):
+            if session.figure.lays_out_narrow:
+                fresh = self.sessions[number] = FigureSession(session.figure, narrow)
+                fresh.last = session.last
+                if session.center is not None:
+                    fresh.plan_ahead(session.center)
+            else:
+                session.narrow = narrow
+        self.wake()
+        return ""
 
     def load_next(self):
         """Import one figure not yet imported (while idle after start); False when all are."""
@@ -515,7 +537,7 @@ class Worker:
             await asyncio.sleep(0)
 
 
-CALLS = ("update", "press", "restore", "touch", "watch", "rehearsal")  # what the page may call
+CALLS = ("layout", "update", "press", "restore", "touch", "watch", "rehearsal")  # what the page may call
 
 
 def serve(post):

@@ -30,6 +30,11 @@ setTimeout(function (ownScript) {
   // ---------------------------------------------------------------------------
   // Charts: theme, palette, plotly loading
 
+  // A phone's column (figures/contract.py NARROW_MAX_PX, playbook.css): the figures that
+  // lay themselves out for it (data-lays-out-narrow) are rendered narrow.
+  const narrowQuery = matchMedia("(max-width: 40rem)");
+  function layoutName() { return narrowQuery.matches ? "narrow" : "wide"; }
+
   const config = { displayModeBar: false, responsive: true };
   const darkQuery = matchMedia("(prefers-color-scheme: dark)");
   const paletteNode = document.getElementById("palette-dark");
@@ -265,6 +270,8 @@ setTimeout(function (ownScript) {
   function live() {
     if (worker.failed) return;
     progress(4);
+    call("layout", JSON.stringify(narrowQuery.matches)).catch(function () {});  // before any other call
+    narrowQuery.addEventListener("change", relayout);
     figures.forEach(function (figure) { figure.live(); });
     tellWatched();
     nearNumbers.forEach(function (number) {
@@ -305,6 +312,32 @@ setTimeout(function (ownScript) {
     // (Not plotly.js: it and its first chart take 120-170 ms of main thread here; it
     // waits until a chart comes near.)
     requestIdleCallback(function () { registerServiceWorker(); measureEquations(); }, { timeout: 10000 });
+  }
+
+  // The column crossed the phone width (a phone turned, a window resized): the worker
+  // renders for the new width, the views kept for the old one are dropped, and each
+  // figure that lays itself out narrow is drawn again as it stands.
+  function relayout() {
+    if (worker.failed) return;
+    call("layout", JSON.stringify(narrowQuery.matches)).catch(function () {});
+    const relaid = new Set();
+    figures.forEach(function (figure) {
+      openFolds(figure.element);
+      if (!figure.element.hasAttribute("data-lays-out-narrow")) return;
+      relaid.add(String(figure.number));
+      figure.dirty = true;
+      figure.request();
+    });
+    [viewsAhead, aliases].forEach(function (kept) {
+      Array.from(kept.keys()).forEach(function (key) { if (relaid.has(key.split(" ")[0])) kept.delete(key); });
+    });
+  }
+
+  // On a wide screen the "More controls" fold is always open (playbook.css shows it open
+  // where ::details-content is styled; this opens it where it is not).
+  function openFolds(element) {
+    if (narrowQuery.matches) return;
+    element.querySelectorAll('[data-role="more-controls"]').forEach(function (fold) { fold.open = true; });
   }
 
   // A link's state (#fig-15:P=8,m=16): the figure takes it and scrolls into view.
@@ -461,6 +494,7 @@ setTimeout(function (ownScript) {
     this.attached = true;
     const template = this.element.querySelector('template[data-role="controls-template"]');
     if (template) template.replaceWith(template.content);
+    openFolds(this.element);
     this.controls = Array.from(this.element.querySelectorAll("[data-control]"));
     const self = this;
     this.controls.forEach(function (node) {
@@ -762,6 +796,11 @@ setTimeout(function (ownScript) {
   // the hundreds that stay (cells, hit areas) are neither parsed again nor laid out again.
   const drawnParts = new WeakMap();  // an <svg> on the page -> svgParts of its markup
   function drawSvg(box, markup) {
+    // the build baked a wide and a narrow drawing (CSS shows one): keep the one for this width
+    box.querySelectorAll(":scope > svg[data-layout]").forEach(function (baked) {
+      if (baked.dataset.layout === layoutName()) baked.removeAttribute("data-layout");
+      else baked.remove();
+    });
     const drawn = box.querySelector(":scope > svg");
     const parts = svgParts(markup), before = drawn && drawnParts.get(drawn);
     const changed = [];

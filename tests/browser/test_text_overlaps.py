@@ -131,9 +131,9 @@ def _measure(page, figure, views):
     return [page.evaluate(MEASURE, [figure.anchor, None, view.plot]) for view in views]
 
 
-def _problems(page, figure, prefix=""):
+def _problems(page, figure, prefix="", narrow=False):
     states = extreme_states(figure)
-    drawings = _measure(page, figure, [figure.render(state) for _, state in states])
+    drawings = _measure(page, figure, [figure.render(state, narrow=narrow) for _, state in states])
     return {(figure.number, prefix + name, *pair) for (name, _), drawing in zip(states, drawings) for pair in problems(drawing)}
 
 
@@ -146,6 +146,9 @@ def test_no_label_overlaps_another_or_leaves_its_drawing(page):
     for figure in charts:  # a chart lays itself out anew at a phone's width; a drawing only scales
         page.evaluate(RESIZED, figure.anchor)
         found |= _problems(page, figure, f"{PHONE_WIDTH}px ")
+    for _, figure in sorted(registry().items()):  # and a figure that lays itself out for a phone, as it does there
+        if figure.lays_out_narrow and not figure.render(figure.default_state()).plot:
+            found |= _problems(page, figure, f"{PHONE_WIDTH}px narrow ", narrow=True)
     page.set_viewport_size({"width": 1280, "height": 900})
     assert not found, "labels overlap or leave the drawing:\n" + "\n".join(map(repr, sorted(found)))
 
