@@ -473,6 +473,7 @@ def render_figure(templates, figure, held=False):
         state=state,
         view=view,
         limits=figure.slider_limits(state),
+        hints=figure.field_hints(state),
         held=held,
         # a phone's drawing, baked beside the wide one (CSS shows the one that fits): the
         # worker draws the same, so the page does not move when Python takes over

@@ -200,6 +200,12 @@ class Number:
     unit: str = ""
     integer: bool = False
     samples: tuple = ()
+    # the value an empty field stands for (the planner lab's "the preset's own"), shown
+    # empty with the figure's ``hints`` as placeholder; None: a field must hold a number
+    blank: float | None = None
+    # value -> the text shown in the field (it must read back as the same value: coerce);
+    # default ``count_text``: "16,384", "300B", "15.6T"
+    format: object = None
 
     _SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
@@ -214,6 +220,8 @@ class Number:
             value = float(raw)
         else:
             text = str(raw).strip().replace(",", "").replace(" ", "").replace("_", "")
+            if not text and self.blank is not None:
+                return self.blank
             if not text:
                 raise ValueError(f"{self.label}: enter a number")
             scale = self._SUFFIXES.get(text[-1].lower(), 1) if text[-1].isalpha() and text[-2:-1].isdigit() else 1
@@ -239,6 +247,16 @@ class Number:
         return tuple(sorted({self.coerce(v) for v in (self.min, self.default, self.max, *self.samples)}))
 
     def display(self, value):
+        """The field's text for ``value``: empty for ``blank``; else ``format`` (by default
+        ``count_text``) when it reads back as ``value``, the plain number when it does not."""
+        if self.blank is not None and value == self.blank:
+            return ""
+        text = (self.format or count_text)(value)
+        try:
+            if self.coerce(text) == value:
+                return text
+        except ValueError:
+            pass
         return format_value(value)
 
 
@@ -304,6 +322,10 @@ class View:
     note: str = ""
     alt: str = ""
     html: str | None = None
+    # ``{control key: message}``: what is wrong with an input that reads fine but cannot
+    # be met (the planner lab's "tp=16 does not divide kv_heads=8"), shown next to that
+    # control as a typing error is; the drawing says it too
+    field_errors: dict = field(default_factory=dict)
 
     def summary(self):
         """Plain-text summary of the readouts, shown when a chart cannot be drawn."""
@@ -351,6 +373,12 @@ class Figure:
     groups: tuple = ()
     # ``render`` takes ``narrow`` (the module's own render does): its narrow view may differ.
     lays_out_narrow: bool = False
+    # The module's optional ``hints(state) -> {field key: text}``: what an empty typed field
+    # (``Number.blank``) stands for in this state, shown in it greyed (the lab's preset values).
+    hints: object = field(default=None, repr=False)
+
+    def field_hints(self, state):
+        return dict(self.hints(state)) if self.hints is not None else {}
 
     @property
     def anchor(self):
@@ -588,6 +616,26 @@ def decode_fragment(fragment):
         if sep and key:
             values[key] = value
     return int(name[4:]), values
+
+
+_COUNT_SUFFIXES = ((1e12, "T"), (1e9, "B"), (1e6, "M"))
+
+
+def count_text(value):
+    """A typed count as a reader writes it: "16,384", "300B", "15.6T" (Number.coerce reads
+    each back). A suffix only where the number is at least a million and exact with at
+    most four significant figures; else digits in groups of three."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return format_value(value)
+    for scale, suffix in _COUNT_SUFFIXES:
+        if abs(value) >= scale:
+            mantissa = float(f"{value / scale:.4g}")
+            if mantissa * scale == value or float(f"{mantissa}") * scale == float(value):
+                return f"{mantissa:g}{suffix}"
+            break
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return format_value(value)
 
 
 def format_value(value):

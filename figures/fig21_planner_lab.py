@@ -16,8 +16,8 @@ CAPTION = (
     "costs."
 )
 NOTE = (
-    "Any field of a preset can be overridden: 0, or 'preset', keeps the preset's value, and a sequence length of 0 "
-    "is the model's own. A pinned degree is priced against the planner's own pick, with the reason it loses. Under "
+    "Any field of a preset can be overridden: an empty field, or 'preset', keeps the preset's value (shown greyed "
+    "in the field); counts may be typed as 15T, 300B or 16,384. A pinned degree is priced against the planner's own pick, with the reason it loses. Under "
     "the plan, copy it as Megatron-LM arguments or a torchtitan config; at the bottom, the planner is checked "
     "against published runs."
 )
@@ -32,6 +32,9 @@ AUTO, PRESET = "auto", "preset"
 MODEL_FIELDS = (("layers", "layers", 1024), ("hidden", "hidden", 131072), ("heads", "heads", 1024),
                 ("kv_heads", "kv_heads", 1024), ("ffn", "ffn", 524288), ("vocab", "vocab", 2_000_000),
                 ("seq", "seq_len", 1_048_576), ("experts", "experts", 1024), ("expert_ffn", "expert_ffn", 524288))
+MODEL_LABELS = {"layers": "Layers", "hidden": "Hidden size", "heads": "Attention heads", "kv_heads": "KV heads",
+                "ffn": "FFN size", "vocab": "Vocabulary", "seq": "Sequence length", "experts": "Experts",
+                "expert_ffn": "Expert FFN size"}
 MODEL_CHOICES = (("gated", "gated_mlp", ((PRESET, "preset"), ("on", "SwiGLU"), ("off", "GeLU"))),
                  ("top_k", "top_k", ((PRESET, "preset"),) + tuple((k, str(k)) for k in (1, 2, 4, 6, 8))),
                  ("shared", "shared_experts", ((PRESET, "preset"),) + tuple((k, str(k)) for k in (0, 1, 2, 4))))
@@ -49,7 +52,7 @@ FRAMEWORKS = validation.FRAMEWORK_NAMES
 
 CONTROLS = (
     Select("model", "Model", tuple((k, p.label) for k, p in planner.MODELS.items()), default="gpt3-175b"),
-    *(Number(key, f"{key.replace('_', ' ')} (0: preset)", 0, top, 0, integer=True, samples=(2, 96))
+    *(Number(key, MODEL_LABELS[key], 0, top, 0, integer=True, samples=(2, 96), blank=0)
       for key, _, top in MODEL_FIELDS),
     *(Select(key, key.replace("_", " "), options, default=PRESET) for key, _, options in MODEL_CHOICES),
     Select("cluster", "Nodes", tuple((k, p.label) for k, p in planner.CLUSTERS.items()), default="dgx-a100-80gb"),
@@ -59,7 +62,7 @@ CONTROLS = (
            default=PRESET),
     Select("intra", "Link in a node", ((PRESET, "preset"),) + LINKS, default=PRESET),
     Select("inter", "Network link", ((PRESET, "preset"),) + LINKS, default=PRESET),
-    Number("nic_gbps", "Network per GPU (0: the link's)", 0, 10000, 0, unit="Gb/s", samples=(100, 400)),
+    Number("nic_gbps", "Network per GPU", 0, 10000, 0, unit="Gb/s", samples=(100, 400), blank=0),
     Number("margin_gb", "Memory margin per GPU", 0, 64, 4, unit="GB", samples=(0, 8)),
     Select("framework", "Framework", tuple(FRAMEWORKS.items()), default="megatron"),
     Number("batch", "Global batch", 1, 1_000_000, 1536, unit="sequences", integer=True, samples=(16, 2048)),
@@ -67,6 +70,36 @@ CONTROLS = (
     *(Select(key, PLAN_LABELS[key], ((AUTO, "auto"),) + tuple((v, str(v)) for v in values), default=AUTO)
       for key, values in PLAN_CHOICES),
 )
+
+# On a phone the presets stay in view; the rest, a step each, one tap away (figure.html).
+PRIMARY = ("model", "cluster")
+GROUPS = (
+    ("Model", tuple(key for key, _, _ in MODEL_FIELDS) + tuple(key for key, _, _ in MODEL_CHOICES)),
+    ("Cluster", ("gpus", "gpu", "per_node", "intra", "inter", "nic_gbps", "margin_gb")),
+    ("Training", ("framework", "batch", "tokens")),
+    ("Pin the plan", tuple(key for key, _ in PLAN_CHOICES)),
+)
+# A planner message names the input it is about first ("tp=16 does not divide ..."): the
+# control that input comes from, where the page shows the message.
+FIELD_CONTROLS = {**{field: key for key, field, _ in MODEL_FIELDS}, **{field: key for key, field, _ in MODEL_CHOICES},
+                  **{key: key for key, _ in PLAN_CHOICES}, "gpus": "gpus", "gpus_per_node": "per_node",
+                  "memory_margin_bytes": "margin_gb", "global_batch": "batch", "inter_bytes_per_s": "nic_gbps"}
+
+
+def hints(state):
+    """What each empty field stands for: the preset model's value, the network link's rate."""
+    model = planner.MODELS[state["model"]].model
+    shown = {key: f"{getattr(model, field):,}" for key, field, _ in MODEL_FIELDS}
+    link = state["inter"] if state["inter"] != PRESET else planner.CLUSTERS[state["cluster"]].inter
+    shown["nic_gbps"] = f"{hardware.LINKS[link].bandwidth_bytes_per_s * 8 / 1e9:g}" if link else ""
+    return shown
+
+
+def _field_errors(message):
+    """``{control key: message}`` for a planner message about one input, else empty."""
+    name = message.split("=", 1)[0] if "=" in message.split(" ", 1)[0] else ""
+    return {FIELD_CONTROLS[name]: message} if name in FIELD_CONTROLS else {}
+
 
 MEMORY_COLOURS = {"params": "params", "grads": "grads", "optimizer": "optimizer", "activations": "activations",
                   "buffers": "buffers"}
@@ -137,16 +170,17 @@ def prepare(state):
         return  # render says why
 
 
-def _bar(top, title, parts, colours, names, scale, fmt_value, marks=(), title_style=None):
+def _bar(top, title, parts, colours, names, scale, fmt_value, marks=(), title_style=None, key_element=False):
     """One stacked horizontal bar: its title, marks (x, label) under it and a legend that
     names every part with its value (colour is never the only cue)."""
     out = [svg.text(PAD, top + 14, title, class_="svg-label svg-strong", style=title_style)]
+    bars = []
     x, legend_x, legend_y = PAD, PAD, top + BAR + (56 if marks else 40)
     for key, value in parts:
         if value <= 0:
             continue
         width = value * scale
-        out.append(svg.boxes([(x, top + 22, width, BAR)], class_=f"fill-{colours[key]}"))
+        bars.append(svg.boxes([(x, top + 22, width, BAR)], class_=f"fill-{colours[key]}"))
         label = f"{names[key]} {fmt_value(value)}"
         if legend_x + 16 + CHAR * len(label) > WIDTH:
             legend_x, legend_y = PAD, legend_y + 20
@@ -154,6 +188,7 @@ def _bar(top, title, parts, colours, names, scale, fmt_value, marks=(), title_st
         out.append(svg.text(legend_x + 15, legend_y, label, class_="svg-label-soft"))
         legend_x += 28 + CHAR * len(label)
         x += width
+    out.insert(1, svg.group(bars, class_=svg.KEY if key_element else None))
     labels = []
     below = top + 22 + BAR + 18
     if len(marks) == 2 and marks[1][0] - marks[0][0] < 40:  # too close to name apart: one label for both
@@ -178,7 +213,7 @@ def _drawing(plan, e, verdict):
                                                    "does not fit": ", too much"}[verdict])
     parts, bottom = _bar(0, title, e.memory_breakdown.items(), MEMORY_COLOURS, planner.MEMORY_NAMES, scale,
                          fmt.gigabytes, ((PAD + e.usable_bytes * scale, "usable"), (PAD + e.hbm_bytes * scale, "HBM")),
-                         title_style="fill:var(--c-warn)" if verdict == "does not fit" else None)
+                         title_style="fill:var(--c-warn)" if verdict == "does not fit" else None, key_element=True)
     more, bottom = _bar(bottom + 14, f"Step time: {fmt.duration(e.step_time_s)}", e.time_breakdown.items(),
                         TIME_COLOURS, planner.PART_NAMES, (WIDTH - 2 * PAD) / e.step_time_s, fmt.duration)
     return svg.document(WIDTH, bottom, parts + more, label=f"Per-GPU memory and step time of {plan.label()}",
@@ -232,7 +267,12 @@ def _validation_tables():
     rows = [(c.case.label, f"{c.case.published:.3g} GiB", f"{c.predicted:.3g} GiB", f"{c.error:+.1%}") for c in memory]
     blocks.append(html.table(("Korthikanti et al. 2022, Fig. 1", "published", "planner", "error"), rows,
                              caption="Memory per GPU, no constant fitted", numeric=(1, 2, 3)))
-    return html.join(*blocks)
+    runs = [c for c in planner.validate() if c.case.end_to_end]
+    checking = validation.summarize([c for c in runs if c.case.role != validation.FIT])
+    summary = (f"Validation: {len(runs)} published runs ({sum(c.case.role == validation.FIT for c in runs)} fitting, "
+               f"{checking.count} checking: mean error {fmt.percent(checking.mean_abs)}, largest "
+               f"{fmt.percent(checking.max_abs)})")
+    return html.fold(summary, *blocks)
 
 
 def _bands(e, band, verdict, days):
@@ -259,14 +299,13 @@ def render(state):
         inputs = ", ".join(f"{c.key}={state[c.key]}" for c in CONTROLS)  # every input: a change always shows
         lines = textwrap.wrap(message, 42)[:4]
         drawing = svg.document(WIDTH, 28 + 20 * len(lines),
-                               [svg.text(PAD, 20, "No plan for these inputs:", class_="svg-label"),
-                                svg.texts(((PAD, 40 + 20 * i, line) for i, line in enumerate(lines)),
-                                          class_="svg-label-soft")],
+                               [svg.group([svg.text(PAD, 20, "No plan for these inputs:", class_="svg-label"),
+                                           svg.texts(((PAD, 40 + 20 * i, line) for i, line in enumerate(lines)),
+                                                     class_="svg-label-soft")], class_=svg.KEY)],
                                label=f"No plan for {inputs}: {message}", class_="svg-compact")
         return View(svg=drawing, readouts=(Readout("plan", "plan", "none", "none"),), note=message,
-                    alt=f"No plan is drawn: {message}",
-                    html=html.join(html.heading("No plan"), html.paragraph(message), html.heading("Validation"),
-                                   _validation_tables()))
+                    alt=f"No plan is drawn: {message}", field_errors=_field_errors(message),
+                    html=html.join(html.heading("No plan"), html.paragraph(message), _validation_tables()))
     best = found.candidates[0] if found.candidates else None
     shown = pinned.candidates[0] if pinned.candidates else pinned.smallest
     e = shown.estimate
@@ -313,7 +352,7 @@ def render(state):
         html.heading("Launch it"),
         html.code(planner.megatron_args(model, cluster, shown.plan), label="Megatron-LM arguments"),
         html.code(planner.torchtitan_toml(model, cluster, shown.plan, preset), label="torchtitan TOML"),
-        html.heading("Validation: the published runs"), _validation_tables(),
+        _validation_tables(),
     )
     return View(svg=_drawing(shown.plan, e, verdict), readouts=readouts, note=pinned.message,
                 alt=_alt(shown.plan, e), html=blocks)

@@ -62,6 +62,13 @@ def code(text, *, label, copy=True):
     return f'<div class="code-block">{button}<pre aria-label="{_text(label)}"><code>{_text(text)}</code></pre></div>'
 
 
+def fold(summary, *blocks, **attributes):
+    """Blocks folded behind a one-line summary the reader opens (a long reference table
+    that would push everything after it a screen down)."""
+    return (f'<details{_attributes({"class": "figure-fold", **attributes})}><summary>{_text(summary)}</summary>'
+            + join(*blocks) + "</details>")
+
+
 def join(*blocks):
     """Blocks made by this module, in order."""
     return "".join(block for block in blocks if block)

@@ -176,6 +176,8 @@ class FigureSession:
             "note": view.note,
             "alt": view.alt,
             "html": view.html or "",
+            "fieldErrors": view.field_errors,  # an input that cannot be met, shown next to its control
+            "hints": self.figure.field_hints(state),  # what an empty field stands for
         }
 
     def answer(self, state, errors=None):

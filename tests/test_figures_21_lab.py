@@ -73,7 +73,8 @@ def test_estimates_are_ranges_from_their_regimes_checking_runs():
 
 
 def test_the_validation_panel_shows_every_run_by_regime_with_its_role():
-    html_text = unescape(view().html.split("Validation: the published runs")[-1])
+    html_text = unescape(view().html.split('<details class="figure-fold"><summary>Validation: ')[-1])
+    assert html_text.startswith(f"{len(validation.end_to_end())} published runs (")  # folded under its summary
     for name in validation.regimes():
         assert f"<caption>{name}: " in html_text, name
     for check in planner.validate():
@@ -82,6 +83,29 @@ def test_the_validation_panel_shows_every_run_by_regime_with_its_role():
     assert html_text.count(">checking<") == len(validation.end_to_end(validation.CHECK))
     assert "docs/" not in html_text and "models/" not in html_text  # no repo paths on the page
     assert '<td class="num">163 TFLOP/s</td>' in html_text  # Table 1's 1T run, with its unit, right-aligned
+
+
+def test_the_form_shows_the_presets_values_and_reads_counts_as_written():
+    lab = registry()[21]
+    state = lab.default_state()
+    hints = lab.field_hints({**state, "model": "llama3-8b"})
+    assert hints["layers"] == "32" and hints["ffn"] == "14,336" and hints["kv_heads"] == "8"
+    assert lab.control("layers").display(0) == ""  # an empty field: the preset's own
+    assert lab.check_state({"layers": ""})[0]["layers"] == 0
+    tokens = lab.control("tokens")
+    assert tokens.display(15.6e12) == "15.6T" and tokens.display(300e9) == "300B"
+    assert lab.check_state({"tokens": "15T"})[0]["tokens"] == 15e12
+    assert lab.control("gpus").display(16384) == "16,384"
+
+
+def test_an_input_that_cannot_be_met_is_said_next_to_its_field():
+    lab = registry()[21]
+    shown = lab.render(lab.validate_state({"model": "llama3-8b", "tp": 16}))
+    assert shown.field_errors == {"tp": "tp=16 does not divide kv_heads=8"}
+    assert "No plan for these inputs" in shown.svg and "does not divide" in shown.svg
+    assert lab.render(lab.validate_state({"model": "llama3-8b", "pp": 64})).field_errors.keys() == {"pp"}
+    assert lab.render(lab.validate_state({"batch": 7})).field_errors.keys() == {"batch"}
+    assert lab.render(lab.default_state()).field_errors == {}
 
 
 def test_the_reasoning_is_the_ladder_and_a_pinned_plan_is_compared():

@@ -643,7 +643,7 @@ setTimeout(function (ownScript) {
       requestAnimationFrame(function () { self.paintedThisFrame = false; });
     }
     const element = this.element;
-    this.showFieldErrors(answer.errors || {});
+    this.showFieldErrors(Object.assign({}, answer.view && answer.view.fieldErrors, answer.errors));
     if (answer.error) {
       element.dataset.state = "error";
       const box = element.querySelector('[data-role="error"]');
@@ -654,7 +654,7 @@ setTimeout(function (ownScript) {
       const view = answer.view;
       this.state = view.state;
       try {
-        this.writeControls(view.controls, writeFields, view.limits);
+        this.writeControls(view.controls, writeFields, view.limits, view.hints);
         paintView(element, view);
         this.markState(view.fragment);
       } finally {
@@ -674,11 +674,14 @@ setTimeout(function (ownScript) {
 
   // `limits`: the max of each slider whose range this state narrows (Figure.slider_limits),
   // set before the value, which the old max would otherwise clamp.
-  LiveFigure.prototype.writeControls = function (controls, writeFields, limits) {
+  LiveFigure.prototype.writeControls = function (controls, writeFields, limits, hints) {
     const element = this.element;
     this.controls.forEach(function (node) {
       const entry = controls[node.dataset.control];
       if (!entry) return;
+      // what an empty field stands for in this state (the lab's preset values), greyed in it
+      const hint = (hints && hints[node.dataset.control]) || "";
+      if (node.type === "text" && node.placeholder !== hint) node.placeholder = hint;
       const position = entry[0], text = entry[1];
       const max = limits && limits[node.dataset.control];
       if (max !== undefined && node.max !== max) node.max = max;

@@ -3,6 +3,7 @@
 Give ``page.wait_for_function`` a function (``"() => ..."``), never a bare expression:
 Playwright evaluates an expression with ``eval`` inside the page, which the page's
 policy (no ``'unsafe-eval'``) refuses."""
+import io
 import os
 import shutil
 from pathlib import Path
@@ -82,3 +83,47 @@ class PageSession:
 
     def close(self):
         self.context.close()
+
+
+BASELINES = Path(__file__).with_name("baselines")
+# Baselines are stored at half size (100 shots of a long page would be ~15 MB at full
+# size): a change a reader would see, a label moved or a colour changed, still shows.
+BASELINE_SCALE = 0.5
+
+
+def screenshot_matches(image_bytes, name, *, tolerance=0.005):
+    """Compare a screenshot with its stored baseline (``PLAYBOOK_UPDATE_BASELINES=1``
+    writes it): None if they match, else what differs. Both are compared at half size;
+    the share of pixels that differ clearly, under the best shift of a pixel either way
+    (an element at a fractional position lands a pixel off), must stay under ``tolerance``.
+    A failing shot is saved beside the baseline as ``NAME.actual.png`` (never committed)."""
+    import pytest
+    from PIL import Image, ImageChops
+
+    shot = Image.open(io.BytesIO(image_bytes)).convert("RGB")
+    shot = shot.resize((max(1, round(shot.width * BASELINE_SCALE)), max(1, round(shot.height * BASELINE_SCALE))),
+                       Image.Resampling.BOX)
+    baseline = BASELINES / f"{name}.png"
+    if os.environ.get("PLAYBOOK_UPDATE_BASELINES") or not baseline.exists():
+        BASELINES.mkdir(exist_ok=True)
+        shot.save(baseline, optimize=True)
+        if not os.environ.get("PLAYBOOK_UPDATE_BASELINES"):
+            pytest.fail(f"no baseline for {name}: wrote {baseline}, check it and commit it")
+    expected = Image.open(baseline).convert("RGB")
+    width, height = shot.size
+    if abs(width - expected.size[0]) > 2 or abs(height - expected.size[1]) > 2:
+        shot.save(BASELINES / f"{name}.actual.png")
+        return f"size {shot.size} against {expected.size} (see {name}.actual.png)"
+
+    def changed_at(dx, dy):
+        w, h = min(width, expected.size[0]) - 2, min(height, expected.size[1]) - 2
+        a = shot.crop((1 + dx, 1 + dy, 1 + dx + w - 2, 1 + dy + h - 2))
+        b = expected.crop((1, 1, 1 + w - 2, 1 + h - 2))
+        difference = ImageChops.difference(a, b).convert("L").point(lambda value: 255 if value > 40 else 0)
+        return sum(difference.histogram()[255:]) / (w * h)
+
+    changed = min(changed_at(dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1))
+    if changed < tolerance:
+        return None
+    shot.save(BASELINES / f"{name}.actual.png")
+    return f"{changed:.1%} of pixels differ (see {name}.actual.png)"
