@@ -100,6 +100,37 @@ def test_an_impossible_model_is_named_in_the_note_not_an_error(session):
     move_and_check(page, FIGURE, state, "heads", 0)
 
 
+def test_empty_fields_show_the_presets_values_and_counts_read_as_written(session):
+    page = session.page
+    page.click(f"#{ANCHOR} [data-role=reset]")  # Reset writes every field afresh (typed text is the reader's till then)
+    settle(page, ANCHOR)
+    field = f"#{ANCHOR} [data-control=layers]"
+    page.wait_for_function(f"() => document.querySelector('{field}').value === ''")
+    assert page.input_value(field) == "" and page.get_attribute(field, "placeholder") == "96"  # GPT-3 175B's
+    set_control(page, FIGURE, "model", "llama3-8b")
+    page.wait_for_function(f"() => document.querySelector('{field}').placeholder === '32'")
+    assert page.get_attribute(f"#{ANCHOR} [data-control=ffn]", "placeholder") == "14,336"
+    page.fill(f"#{ANCHOR} [data-control=tokens]", "15T")
+    settle(page, ANCHOR)
+    assert readouts(page, ANCHOR)["train_time_s"]["text"] and "15T tokens in" in page.text_content(f"#{ANCHOR} [data-role=readout]")
+    set_control(page, FIGURE, "tokens", "300B")
+    set_control(page, FIGURE, "model", "gpt3-175b")
+
+
+def test_an_input_that_cannot_be_met_is_said_next_to_its_control(session):
+    page = session.page
+    set_control(page, FIGURE, "model", "llama3-8b")
+    set_control(page, FIGURE, "tp", 16)
+    error = f"#{ANCHOR} [data-role=field-error][data-for=tp]"
+    page.wait_for_function(f"() => document.querySelector('{error}').textContent !== ''")
+    assert page.text_content(error) == "tp=16 does not divide kv_heads=8" and page.is_visible(error)
+    assert page.get_attribute(f"#{ANCHOR} [data-control=tp]", "aria-invalid") == "true"
+    assert "does not divide" in page.text_content(f"#{ANCHOR} [data-role=view]")  # and in the result
+    set_control(page, FIGURE, "tp", "auto")
+    assert page.is_hidden(error)
+    set_control(page, FIGURE, "model", "gpt3-175b")
+
+
 def test_a_link_restores_a_lab_state(session):
     page = session.page
     state = FIGURE.validate_state({**FIGURE.default_state(), "model": "llama3-8b", "cluster": "dgx-h100", "gpus": 8,
