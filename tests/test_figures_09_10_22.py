@@ -67,6 +67,29 @@ def test_fig09_gaps_and_strip_follow_the_model():
     assert "peak 8" in texts(view)
 
 
+@pytest.mark.parametrize("changes", FIG09_STATES)
+def test_fig09_on_a_phone_stacks_its_header_and_marks_the_waits(changes):
+    """Issue 34: 640 units wide did not fit a phone. Narrow, the drawing is 320 units (11-unit
+    labels, so 320 px at least), each header wraps under its timeline's name, each strip's
+    peak is named in the margin, and the dashed waits (the gaps prefetch removes) are the key."""
+    figure = registry()[9]
+    state = figure.validate_state({**figure.default_state(), **changes})
+    wide, narrow = figure.render(state), figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert root.get("viewBox").split()[2] == "320" and "min-width:320px" in root.get("style")
+    assert float(root.get("viewBox").split()[3]) > float(ET.fromstring(wide.svg).get("viewBox").split()[3])
+    lines = texts(narrow)
+    chosen = "With prefetch" if state["prefetch"] else "Without prefetch"
+    assert f"{chosen}  \u25c0 readouts" in lines and len([t for t in lines if t.endswith("prefetch")]) == 1
+    assert len([t for t in lines if t.startswith("peak ") and t[5:].isdigit()]) == 2
+    for view in (wide, narrow):
+        key = path_data(view, svg.KEY)
+        assert len(key) == 2 and all(d != "M0 0" for d in key)  # each timeline's waits
+        assert path_data(view, svg.KEY) == path_data(view, "stroke-exposed")
+    assert all(inside(box, narrow) for _, box in text_boxes(narrow))
+    assert registry()[9].primary == ("gather_ms", "units")
+
+
 # ---- Figure 10 ---------------------------------------------------------------------------------
 
 FIG10_STATES = [
