@@ -32,7 +32,7 @@ CONTROLS = (
     Toggle("prefetch", "Prefetch (readouts follow this row)", default=True),
     Toggle("reshard", "Reshard after forward", default=True),
 )
-PRIMARY = ("gather_ms", "units")  # how the wire compares with compute, and how many gathers there are
+PRIMARY = ("units", "gather_ms")  # how many gathers there are, and how the wire compares with compute
 
 LANE, GAP = 14, 12
 ROWS = ((False, "Without prefetch"), (True, "With prefetch"))

@@ -87,7 +87,7 @@ def test_fig09_on_a_phone_stacks_its_header_and_marks_the_waits(changes):
         assert len(key) == 2 and all(d != "M0 0" for d in key)  # each timeline's waits
         assert path_data(view, svg.KEY) == path_data(view, "stroke-exposed")
     assert all(inside(box, narrow) for _, box in text_boxes(narrow))
-    assert registry()[9].primary == ("gather_ms", "units")
+    assert registry()[9].primary == ("units", "gather_ms")
 
 
 # ---- Figure 10 ---------------------------------------------------------------------------------
