@@ -35,6 +35,7 @@ CONTROLS = (
     Slider("mem_bound", "Memory-bound share of the GEMM", stops=tuple(i / 10 for i in range(11)), default=0.3,
            format=lambda v: fmt.percent(v, 0)),
 )
+PRIMARY = ("comm_mb", "channels")  # what the collective moves, and the SMs its channels hold
 
 WIDTH, X0, X1 = 400, 4, 392
 GAUGE_TOP, GAUGE_PITCH, BAR = 26, 68, 19
@@ -81,12 +82,14 @@ def _timeline(parts, r, state):
     for i, (title, bars, comm_start, exposed_from, step) in enumerate(rows):
         y = LANES_TOP + i * LANE_PITCH
         comm_end = comm_start + r.comm_s
+        key = f" {svg.KEY}" if i == 1 else ""  # the point: the profiler's slowed GEMM and exposed AllReduce
         parts += [
             svg.text(X0, y - 6, f"{title}: step {fmt.duration(step)}", class_="svg-label"),
-            *(svg.boxes([(x(a), y, (b - a) * scale, LANE)], class_="fill-compute", fill_opacity=o) for a, b, o in bars),
+            *(svg.boxes([(x(a), y, (b - a) * scale, LANE)], class_="fill-compute" + (key if o < 1 else ""), fill_opacity=o)
+              for a, b, o in bars),
             svg.boxes([(x(comm_start), y + LANE + 3, r.comm_s * scale, LANE)], class_="fill-comm"),
             svg.boxes([(x(exposed_from), y + LANE + 3, max(0.0, comm_end - exposed_from) * scale, LANE)],
-                      class_="fill-exposed"),
+                      class_="fill-exposed" + key),
             svg.segments([(x(step), y - 2, x(step), y + 2 * LANE + 6)], class_="svg-ink", stroke_width=1.5),
         ]
     # In the profiler's row, what the faded stretch of the GEMM means: said in the lane of the

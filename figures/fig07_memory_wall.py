@@ -33,6 +33,7 @@ CONTROLS = (
     Select("optimizer", "Optimizer", options=tuple((k, o.label) for k, o in memory.OPTIMIZERS.items()), default="adam_mixed"),
     Slider("activations_gb", "Activations per GPU", stops=ACTIVATION_GB, default=0, unit="GB"),
 )
+PRIMARY = ("N", "params")  # N moves nothing per GPU; the model's size does
 
 LAYERS = PARTS + (("activations", "Activations"),)  # palette keys, bottom to top
 WIDTH, X0, X1 = 400, 64, 392  # X0: room for "100 GB" at 14.5 px left of the axis
@@ -97,7 +98,7 @@ def _per_gpu_panel(state, wall, hbm, gpu):
     bars = [(_x(n) - SLOT * 0.34, y(below), SLOT * 0.68, bottom - y(below)) for n in DEVICE_COUNTS] + [chosen]
     [(x, at, anchor, _)] = svg.place_labels([label], (X0, top - 4, X1 - X0, bottom - top + 4), obstacles=bars, compact=True)
     parts += [
-        svg.boxes([chosen], class_="svg-ink", stroke_width=1.5),
+        svg.boxes([chosen], class_=f"svg-ink {svg.KEY}", stroke_width=1.5),  # the point: this bar against the HBM line
         svg.segments([(X0, y(hbm), X1, y(hbm))], class_="stroke-capacity", stroke_width=2, stroke_dasharray="6 4"),
         svg.text(x, at, label.text, text_anchor=anchor, class_="svg-label"),
     ]

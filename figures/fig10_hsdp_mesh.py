@@ -1,6 +1,7 @@
 """Figure 10: HSDP as a 2-D mesh; the shard group size trades memory per GPU against the fabric
 that carries the per-layer collectives (models.hsdp, models.memory)."""
 from functools import lru_cache
+from typing import NamedTuple
 
 from figures import svg
 from figures.contract import Readout, Select, Slider, View, log_stops
@@ -38,6 +39,7 @@ CONTROLS = (
     Select("intra", "Inside a node", options=tuple((k, hardware.LINKS[k].name) for k in INTRA_LINKS), default="nvlink4"),
     Select("inter", "Across nodes", options=tuple((k, hardware.LINKS[k].name) for k in INTER_LINKS), default="ib_ndr"),
 )
+PRIMARY = ("shard", "gpus")  # the shard group against the node: on which wire the chatty collective runs
 
 
 def constrain(state):
@@ -60,38 +62,75 @@ def _step(params, world, shard, gpus, intra, inter):
     return step, hsdp.hsdp_traffic(params, world, shard, gpus_per_node=gpus)
 
 
-WIDTH, LEFT = 560, 96
-MAX_ROWS, MAX_COLS = 8, 24
+MAX_ROWS = 8
+
+
+class _Layout(NamedTuple):
+    """The drawing's geometry and wording: one per width (a wide screen, a phone's column)."""
+    width: float
+    left: float  # the charts' value axis (and, wide, the mesh's left edge)
+    mesh_left: float
+    max_cols: int  # GPUs of a shard group drawn
+    wrap: float  # the mesh's lines wrap at this width (0: they do not)
+    memory_title: str
+    comm_title: str
+    size_caption: tuple  # the size axis' caption, one line each
+
+
+WIDE = _Layout(560, 96, 96, 24, 0, "Model state per GPU, for every shard group size",
+               "Communication time per step, before overlap (time, not bytes)",
+               ("shard group size, GPUs (thin top: the replica AllReduce)",))
+# A phone: 320 units with 11-unit labels; up to 16 GPUs of a group, the mesh's lines wrapped,
+# shorter chart titles, the size caption on two lines, every other size named when they crowd.
+NARROW = _Layout(320, 58, 8, 16, 320, "Model state per GPU, by shard group size",
+                 "Communication time per step, before overlap", ("shard group size, GPUs", "thin top: the replica AllReduce"))
 FABRIC_COLOUR = {hsdp.INTRA_NODE: "intra", hsdp.INTER_NODE: "inter"}
 FABRIC_NAME = {hsdp.INTRA_NODE: "inside a node", hsdp.INTER_NODE: "across nodes", hsdp.NO_FABRIC: "no traffic"}
 
 
-def _mesh(state, step, top):
-    """The mesh, R rows (shard groups) by S columns (replica groups), as far as MAX_ROWS x MAX_COLS."""
+def _wrap(text, width, size=11):
+    """``text`` broken at spaces into lines no wider than ``width`` (0: one line)."""
+    lines = []
+    for word in text.split(" "):
+        if lines and (not width or svg.text_width(f"{lines[-1]} {word}", size) <= width):
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+def _mesh(state, step, top, layout):
+    """The mesh, R rows (shard groups) by S columns (replica groups), as far as MAX_ROWS x max_cols."""
     shard, replicas, gpus = state["shard"], step.replicas, state["gpus"]
-    rows, cols = min(replicas, MAX_ROWS), min(shard, MAX_COLS)
+    rows, cols = min(replicas, MAX_ROWS), min(shard, layout.max_cols)
     pitch = 17
     size = pitch - 5
-    x0, y0 = LEFT, top + 26
+    heading = _wrap(f"Rows: shard groups of {fmt.gpus(shard)}, " + (
+        f"AllGather and ReduceScatter at every layer, {FABRIC_NAME[step.shard_fabric]}" if shard > 1
+        else "nothing to gather: every GPU holds the whole model"), layout.wrap)
+    x0, y0 = layout.mesh_left, top + 11 + 15 * len(heading)
     cell = lambda r, c: (x0 + c * pitch, y0 + r * pitch)
     if shard >= gpus:  # ranks run node by node and a shard group is consecutive ranks
         nodes = [(r, c, r, min(c + gpus, cols) - 1) for r in range(rows) for c in range(0, cols, gpus)]
     else:
         nodes = [(r, 0, min(r + gpus // shard, rows) - 1, cols - 1) for r in range(0, rows, gpus // shard)]
     parts = [
-        svg.text(0, top + 12, f"Rows: shard groups of {fmt.gpus(shard)}, " + (
-            f"AllGather and ReduceScatter at every layer, {FABRIC_NAME[step.shard_fabric]}" if shard > 1
-            else "nothing to gather: every GPU holds the whole model"), class_="svg-label-soft"),
+        (svg.texts(((0, top + 12 + 15 * i, line) for i, line in enumerate(heading)), class_="svg-label-soft")
+         if len(heading) > 1 else svg.text(0, top + 12, heading[0], class_="svg-label-soft")),
         svg.boxes(((cell(r0, c0)[0] - 2, cell(r0, c0)[1] - 2, (c1 - c0) * pitch + size + 4, (r1 - r0) * pitch + size + 4)
                    for r0, c0, r1, c1 in nodes), class_="svg-lane"),
     ]
     mid = size / 2
+    # the point: where the chatty per-layer collective runs (its rings' colour says on which
+    # wire); with no shard group to gather in, the replicas' AllReduce is all the traffic
+    key = lambda chatty: f" {svg.KEY}" if chatty == (shard > 1) else ""  # noqa: E731
     if shard > 1:
         parts.append(svg.segments(((x0 + mid, cell(r, 0)[1] + mid, cell(0, cols - 1)[0] + mid, cell(r, 0)[1] + mid)
-                                   for r in range(rows)), class_=f"stroke-{FABRIC_COLOUR[step.shard_fabric]}", stroke_width=3))
+                                   for r in range(rows)), class_=f"stroke-{FABRIC_COLOUR[step.shard_fabric]}{key(True)}",
+                                  stroke_width=3))
     if replicas > 1:
         parts.append(svg.segments(((cell(0, c)[0] + mid, y0 + mid, cell(0, c)[0] + mid, cell(rows - 1, 0)[1] + mid)
-                                   for c in range(cols)), class_=f"stroke-{FABRIC_COLOUR[step.replica_fabric]}",
+                                   for c in range(cols)), class_=f"stroke-{FABRIC_COLOUR[step.replica_fabric]}{key(False)}",
                                   stroke_width=3, stroke_dasharray="4 2"))
     parts.append(svg.boxes((cell(r, c) + (size, size) for r in range(rows) for c in range(cols)), class_="svg-neutral-fill"))
     bottom = y0 + rows * pitch
@@ -106,29 +145,30 @@ def _mesh(state, step, top):
     lines = [f"Columns (dashed): replica groups of {fmt.gpus(replicas)}, AllReduce once per step, "
              f"{FABRIC_NAME[step.replica_fabric]}" if replicas > 1 else "One replica: no AllReduce across groups",
              f"Outlined: nodes of {fmt.gpus(gpus)}."] + ([f"Drawn: {' and '.join(shown)}."] if shown else [])
+    lines = [part for line in lines for part in _wrap(line, layout.wrap)]
     parts.append(svg.texts(((0, bottom + 16 + 15 * i, line) for i, line in enumerate(lines)), class_="svg-label-soft"))
     return parts, bottom + 16 + 15 * len(lines)
 
 
-def _value_axis(parts, labels, base, height, high, name, name_tick):
+def _value_axis(parts, labels, base, height, high, name, name_tick, layout):
     """A bar chart's value axis: round ticks from 0 to ``high`` as faint lines across the
     chart, each named with its unit (``name_tick``) in the left margin; returns the scale."""
     scale = (height - 16) / high  # room over the tallest bar for its value
     marks = svg.ticks(0, high, 5)
-    parts.append(svg.segments([(LEFT, base - t * scale, WIDTH - 12, base - t * scale) for t in marks[1:]],
+    parts.append(svg.segments([(layout.left, base - t * scale, layout.width - 12, base - t * scale) for t in marks[1:]],
                               class_="svg-axis", stroke_dasharray="1 3"))
-    labels += [svg.Label(LEFT - 6, base - t * scale + 4, name_tick(t) if t else "0", anchor="end",
+    labels += [svg.Label(layout.left - 6, base - t * scale + 4, name_tick(t) if t else "0", anchor="end",
                          moves=()) for t in marks]
     labels.insert(0, svg.Label(0, base - height - 12, name, class_="svg-label"))
     return scale
 
 
-def _trade(state, top):
+def _trade(state, top, layout):
     """Every shard group size of this world: memory per GPU and communication time per step,
     as bars on value axes with units (time, not bytes: NVLink moves more bytes in less time)."""
     sizes = [s for s in POWERS if s <= state["N"]]
     runs = [_step(state["params"], state["N"], s, state["gpus"], state["intra"], state["inter"])[0] for s in sizes]
-    width, height = WIDTH - LEFT - 12, 80
+    left, width, height = layout.left, layout.width - layout.left - 12, 80
     pitch = width / len(sizes)
     bar = min(pitch * 0.7, 26)
     gpu = hardware.gpu(REFERENCE_GPU)
@@ -137,15 +177,14 @@ def _trade(state, top):
     parts, labels, obstacles = [], [], []
     memory_gb = max(max(r.memory.total_bytes for r in runs), gpu.hbm_bytes) / 1e9
     memory_scale = _value_axis(parts, labels, memory_base, height, memory_gb,
-                               "Model state per GPU, for every shard group size", lambda t: fmt.data_size(t * 1e9)) / 1e9
+                               layout.memory_title, lambda t: fmt.data_size(t * 1e9), layout) / 1e9
     longest = max(r.total_comm_s for r in runs) or 1.0
     unit, per_s = ("s", 1.0) if longest >= 10 else ("ms", 1e3)
     comm_scale = _value_axis(parts, labels, comm_base, height, longest * per_s,
-                             "Communication time per step, before overlap (time, not bytes)",
-                             lambda t: f"{fmt.decimal(t, 3)} {unit}") * per_s
+                             layout.comm_title, lambda t: f"{fmt.decimal(t, 3)} {unit}", layout) * per_s
     bars = {}  # (palette key, width) -> boxes
     for i, r in enumerate(runs):
-        x = LEFT + pitch * i + pitch / 2
+        x = left + pitch * i + pitch / 2
         memory = max(r.memory.total_bytes * memory_scale, 1.0)
         bars.setdefault(("memory", bar), []).append((x - bar / 2, memory_base - memory, bar, memory))
         layer = (r.allgather_s + r.reducescatter_s) * comm_scale
@@ -156,7 +195,9 @@ def _trade(state, top):
             bars.setdefault((FABRIC_COLOUR[r.replica_fabric], bar / 2), []).append((x - bar / 4, comm_base - layer - once, bar / 2, once))
     parts += [svg.boxes(boxes, class_=f"fill-{key}") for (key, _), boxes in sorted(bars.items())]
     obstacles += [box for boxes in bars.values() for box in boxes]
-    x = LEFT + pitch * chosen + pitch / 2
+    # the value axes' ticks: the chosen bars' values keep clear of them (on a phone the first bar is near)
+    obstacles += [svg.text_box(t.x, t.y, t.text, svg.LABEL_SIZES["svg-label-soft"], t.anchor) for t in labels[2:]]
+    x = left + pitch * chosen + pitch / 2
     parts.append(svg.boxes(((x - pitch / 2 + 1, memory_base - height - 4, pitch - 2, comm_base - memory_base + height + 8),),
                            fill="none", class_="svg-axis"))
     r = runs[chosen]
@@ -166,31 +207,35 @@ def _trade(state, top):
                   anchor="middle", moves=("up", "right", "left"), class_="svg-label"),
         svg.Label(x, comm_base - r.total_comm_s * comm_scale - 5, fmt.duration(r.total_comm_s), anchor="middle",
                   moves=("up", "right", "left"), class_="svg-label"),
-        svg.Label(LEFT + width, hbm_y - 4, f"HBM of one {gpu.short_name}: {fmt.gigabytes(gpu.hbm_bytes)}", anchor="end",
-                  alternatives=((LEFT + width, hbm_y + 13, "end"),), moves=("up", "down")),
+        svg.Label(left + width, hbm_y - 4, f"HBM of one {gpu.short_name}: {fmt.gigabytes(gpu.hbm_bytes)}", anchor="end",
+                  alternatives=((left + width, hbm_y + 13, "end"),), moves=("up", "down")),
     ]
-    labels += [svg.Label(LEFT + pitch * (i + 0.5), comm_base + 15, s, anchor="middle", moves=()) for i, s in enumerate(sizes)]
-    labels.append(svg.Label(LEFT + width, comm_base + 31, "shard group size, GPUs (thin top: the replica AllReduce)",
-                            anchor="end", moves=()))
-    legend_y = comm_base + 50
+    # the sizes, or where they would touch, every other one (the chosen one among them)
+    named = [i for i in range(len(sizes)) if (i - chosen) % 2 == 0] if max(
+        svg.text_width(str(s), svg.LABEL_SIZES["svg-label-soft"]) for s in sizes) + 4 > pitch else range(len(sizes))
+    labels += [svg.Label(left + pitch * (i + 0.5), comm_base + 15, sizes[i], anchor="middle", moves=()) for i in named]
+    labels += [svg.Label(left + width, comm_base + 31 + 15 * i, line, anchor="end", moves=())
+               for i, line in enumerate(layout.size_caption)]
+    legend_y = comm_base + 35 + 15 * len(layout.size_caption)
     parts += [
-        svg.segments(((LEFT, memory_base, LEFT + width, memory_base), (LEFT, comm_base, LEFT + width, comm_base)), class_="svg-axis"),
-        svg.segments(((LEFT, hbm_y, LEFT + width, hbm_y),), class_="stroke-capacity", stroke_width=1.5, stroke_dasharray="6 4"),
-        svg.boxes([(LEFT, legend_y - 9, 10, 10)], class_="fill-intra"),
-        svg.boxes([(LEFT + 150, legend_y - 9, 10, 10)], class_="fill-inter"),
-        svg.texts(((LEFT + 14, legend_y, "inside a node"), (LEFT + 164, legend_y, "across nodes")), class_="svg-label-soft"),
-        svg.labels(labels, (0, top, WIDTH, legend_y - 12 - top), obstacles=obstacles),
+        svg.segments(((left, memory_base, left + width, memory_base), (left, comm_base, left + width, comm_base)), class_="svg-axis"),
+        svg.segments(((left, hbm_y, left + width, hbm_y),), class_="stroke-capacity", stroke_width=1.5, stroke_dasharray="6 4"),
+        svg.boxes([(left, legend_y - 9, 10, 10)], class_="fill-intra"),
+        svg.boxes([(left + 150, legend_y - 9, 10, 10)], class_="fill-inter"),
+        svg.texts(((left + 14, legend_y, "inside a node"), (left + 164, legend_y, "across nodes")), class_="svg-label-soft"),
+        svg.labels(labels, (0, top, layout.width, legend_y - 12 - top), obstacles=obstacles),
     ]
     return parts, legend_y + 8
 
 
-def render(state):
+def render(state, narrow=False):
+    layout = NARROW if narrow else WIDE
     step, traffic = _step(state["params"], state["N"], state["shard"], state["gpus"], state["intra"], state["inter"])
-    mesh, bottom = _mesh(state, step, 0)
-    trade, height = _trade(state, bottom + 6)
+    mesh, bottom = _mesh(state, step, 0, layout)
+    trade, height = _trade(state, bottom + 6, layout)
     label = (f"HSDP mesh of {fmt.gpus(state['N'])}: {step.replicas} replicas of shard groups of {fmt.gpus(state['shard'])}, "
              f"nodes of {state['gpus']}")
-    drawing = svg.document(WIDTH, height, mesh + trade, label=label)
+    drawing = svg.document(layout.width, height, mesh + trade, label=label)
     gb = lambda b: fmt.gigabytes(b)
     crosses = 1 if step.shard_fabric == hsdp.INTER_NODE else 0
     readouts = (

@@ -38,8 +38,14 @@ CONTROLS = (
     Slider("seed", "Matrices (seed)", min=0, max=SEEDS - 1, step=1, default=1),
     Button("new_matrices", "New random matrices", press=_new_matrices),
 )
+PRIMARY = ("T", "order")  # how many ranks, and which cut comes first
 
+LABEL = svg.LABEL_SIZES["svg-label"]
 WIDTH, LEFT, LEVELS = 480, 6, 6  # narrow: on a phone the drawing keeps its labels legible
+# On a phone: 320 units with 11-unit labels. Matrices wrap onto further lines sooner, and the
+# step titles, the collective's band and the verdict wrap onto lines of their own.
+NARROW_WIDTH = 320
+LINE = 15  # from one wrapped line's baseline to the next
 CELL = {"mlp": 6, "attention": 8}  # px per matrix entry: the MLP's 4h-wide matrices need smaller cells
 SEPARATORS = {"column_row": (("\u00d7", "="), (), ("\u2192",), ("vs",)),
               "row_first": (("\u00d7", "="), ("\u2260",), ("\u00d7", "="), ("vs",))}
@@ -48,6 +54,17 @@ COLLECTIVE_TEXT = {
     ("row_first", "AllReduce"): "AllReduce after the nonlinearity: the sum comes too late",
     ("row_first", "AllGather"): "AllGather: every rank collects the {} output slices",
 }
+
+
+def _wrap(text, width, size=LABEL):
+    """``text`` broken at spaces into lines no wider than ``width``."""
+    lines = []
+    for word in text.split(" "):
+        if lines and svg.text_width(f"{lines[-1]} {word}", size) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
 
 
 def _pieces_layout(panel, columns):
@@ -70,28 +87,35 @@ def _pieces_layout(panel, columns):
 
 
 @lru_cache(maxsize=64)
-def _drawing(block, order, tp, seed):
-    """The heatmaps on a grid of matrix cells (one unit = one entry, CELL[block] px): every
-    (colour, shade) is one svg.lanes path, each matrix row one string format."""
+def _drawing(block, order, tp, seed, drawing_width=WIDTH):
+    """The heatmaps on a grid of matrix cells (one unit = one entry, CELL[block] px), ``drawing_width``
+    units wide: every (colour, shade) is one svg.lanes path, each matrix row one string format."""
     walk = tensor.block_walkthrough(block, order, tp, seed)
     cell = CELL[block]
-    columns = (WIDTH - 2 * LEFT) // cell
-    label_rows, title_rows = -(-16 // cell), -(-24 // cell)  # room for a panel name; for a step title
+    columns = (drawing_width - 2 * LEFT) // cell
+    label_rows = -(-16 // cell)  # room for a panel name
     rows, outlines, followed, labels, numerals, bands, top = {}, [], [], [], [], [], 0
     for index, (step, separators) in enumerate(zip(walk.steps, SEPARATORS[order])):
         values = [v for panel in step.panels for piece in panel.pieces for row in piece for v in row]
         low = min(values)
         scale = LEVELS / ((max(values) - low) or 1.0)
-        labels.append((LEFT, top * cell + 14, f"{index + 1}. {step.title}", "svg-label"))
+        title = _wrap(f"{index + 1}. {step.title}", drawing_width - 2 * LEFT)
+        labels += [(LEFT, top * cell + 14 + LINE * i, line, "svg-label") for i, line in enumerate(title)]
+        title_rows = -(-(24 + LINE * (len(title) - 1)) // cell)  # room for the step's title
         x, line_top, line_height, pending = 0, top + title_rows - label_rows + 1, 0, ""
         for panel, separator in zip(step.panels, separators + ("",)):
             placed, width, height = _pieces_layout(panel, columns)
             if x and x + width > columns:
                 x, line_top, line_height = 0, line_top + line_height, 0
+            sign = -(-20 // cell) if pending else 0
+            if x + sign + width > columns and drawing_width < WIDTH:
+                # on a phone, partial sums wrap sooner to leave room for the sign before them (the
+                # wide drawing is kept as it was, where 8 MLP partial sums overrun its right edge)
+                placed, width, height = _pieces_layout(panel, columns - x - sign)
             y = line_top + label_rows
             if pending:  # the sign between two panels, at the start of a line if the second one wrapped
                 labels.append((LEFT + x * cell + 2, (y + min(height, 8) / 2) * cell + 4, pending, "svg-label"))
-                x += -(-20 // cell)
+                x += sign
             labels.append((LEFT + x * cell, y * cell - 4, panel.name, "svg-label-soft"))
             for dx, dy, piece, owner in placed:
                 colour = "replicated" if panel.layout in ("replicated", "single") else palette.rank_key(owner)
@@ -115,30 +139,34 @@ def _drawing(block, order, tp, seed):
             pending = separator
         top = line_top + line_height
         if step.collective_after and tp > 1:
-            bands.append((LEFT, top * cell, WIDTH - 2 * LEFT, 18))
-            text = COLLECTIVE_TEXT[order, step.collective_after].format(tp)
-            labels.append((LEFT + 6, top * cell + 13, text, "svg-label"))
-            top += -(-24 // cell)
+            band = _wrap(COLLECTIVE_TEXT[order, step.collective_after].format(tp), drawing_width - 2 * LEFT - 12)
+            bands.append((LEFT, top * cell, drawing_width - 2 * LEFT, 18 + LINE * (len(band) - 1)))
+            labels += [(LEFT + 6, top * cell + 13 + LINE * i, line, "svg-label") for i, line in enumerate(band)]
+            top += -(-(24 + LINE * (len(band) - 1)) // cell)
     verdict_ok = walk.max_abs_error <= 1e-12
     bottom = top * cell + 4
-    labels.append((LEFT + 16, bottom + 10, ("matches one device" if verdict_ok else "differs from one device")
-                   + f": largest |difference| {fmt.scientific(walk.max_abs_error)}", "svg-label"))
+    verdict = [("matches one device" if verdict_ok else "differs from one device") + ":",
+               f"largest |difference| {fmt.scientific(walk.max_abs_error)}"]
+    if svg.text_width(" ".join(verdict), LABEL) <= drawing_width - 2 * LEFT - 16:  # else on two lines
+        verdict = [" ".join(verdict)]
+    labels += [(LEFT + 16, bottom + 10 + LINE * i, line, "svg-label") for i, line in enumerate(verdict)]
     parts = [svg.lanes(lanes, x=LEFT, y=0, x_scale=cell, lane_height=cell, fill_ratio=1, class_=f"stroke-{colour}",
                        stroke_opacity=round(0.15 + 0.85 * level / (LEVELS - 1), 2))
              for (colour, level), lanes in sorted(rows.items())]
     parts += [svg.boxes(outlines, fill="none", class_="svg-axis"),
               svg.boxes(followed, class_="svg-ink-stroke", stroke_width=1.5),
-              svg.boxes(bands, class_="fill-comm", fill_opacity=0.25),
+              svg.boxes(bands, class_=f"fill-comm {svg.KEY}", fill_opacity=0.25),  # the point: what the cuts cost
               svg.boxes([(LEFT, bottom + 1, 10, 10)], class_="svg-ink-fill" if verdict_ok else "fill-warn"),
               svg.numerals(numerals, class_="svg-ink-stroke", stroke_width=1.2)]
     for css in ("svg-label", "svg-label-soft"):
         parts.append(svg.texts(((x, y, t) for x, y, t, c in labels if c == css), class_=css))
-    return walk, parts, bottom + 20
+    return walk, parts, bottom + 20 + LINE * (len(verdict) - 1)
 
 
-def render(state):
+def render(state, narrow=False):
     tp, block, order = state["T"], state["block"], state["order"]
-    walk, parts, height = _drawing(block, order, tp, state["seed"])
+    width = NARROW_WIDTH if narrow else WIDTH
+    walk, parts, height = _drawing(block, order, tp, state["seed"], width)
     collectives = tensor.block_collectives(block, order, ARTICLE_B, ARTICLE_S, ARTICLE_H, tp)
     kinds = " + ".join(c.kind for c in collectives)
     allreduce = next((c for c in collectives if c.kind == "AllReduce"), None)
@@ -168,5 +196,5 @@ def render(state):
            f"{'columns then rows' if order == 'column_row' else 'rows first'}, in four steps of heatmaps coloured by "
            f"owning rank. Forward collectives: {readouts[0].text}. Largest difference from the one-device result: "
            f"{readouts[1].text}. Each AllReduce at {size}: {readouts[2].text}.")
-    drawing = svg.document(WIDTH, height, parts, label=alt, class_="svg-narrow")
+    drawing = svg.document(width, height, parts, label=alt, class_="svg-narrow")
     return View(svg=drawing, readouts=readouts, note=note, alt=alt)

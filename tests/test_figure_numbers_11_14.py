@@ -5,9 +5,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from figures import registry
+from figures import registry, svg
 from models import activations, context, fmt, tensor
-from tests.figure_views import SVG, inside, overlap as boxes_overlap, paths, shapes, text_boxes, texts, values, view
+from tests.figure_views import (SVG, inside, overlap as boxes_overlap, paths, rectangles, shapes, text_boxes, texts, values,
+                                view)
 from tests.published_cases import published_cases
 
 GiB = 2**30
@@ -60,6 +61,35 @@ def test_figure_11_draws_each_rank_its_own_colour_and_each_collective(T, order):
     heat = sum(len(re.findall("h1", p.get("d"))) for p in ET.fromstring(v.svg).iter(SVG + "path")
                if (p.get("class") or "").startswith("stroke-"))
     assert heat == cells  # every entry of every matrix is drawn, once
+
+
+@pytest.mark.parametrize("T", [1, 8])
+@pytest.mark.parametrize("block", ["mlp", "attention"])
+@pytest.mark.parametrize("order", tensor.ORDERS)
+def test_figure_11_on_a_phone_wraps_its_matrices_and_words_into_320_units(T, block, order):
+    """Issue 34: 480 units wide scrolled sideways on a phone. Narrow, the drawing is 320 units
+    (320 px at least): no matrix, title, band or verdict leaves it, the matrices wrap onto more
+    lines (so it is taller), every entry is still drawn, and the collectives' band is the key."""
+    figure = registry()[11]
+    state = figure.validate_state({**figure.default_state(), "T": T, "block": block, "order": order})
+    wide, narrow = figure.render(state), figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    _, _, width, height = map(float, root.get("viewBox").split())
+    assert width == 320 and "min-width:320px" in root.get("style")
+    assert height > float(ET.fromstring(wide.svg).get("viewBox").split()[3])
+    heat = lambda v: sorted(len(re.findall("h1", p.get("d"))) for p in ET.fromstring(v.svg).iter(SVG + "path")  # noqa: E731
+                            if (p.get("class") or "").startswith("stroke-"))
+    assert heat(narrow) == heat(wide)  # the same entries, in the same shades and colours
+    for x, y, w, h in rectangles(narrow, "svg-axis"):
+        assert 0 <= x and x + w <= width and y + h <= height
+    boxes = text_boxes(narrow)
+    assert all(inside(box, narrow) for _, box in boxes)
+    assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])
+    for v in (wide, narrow):
+        [key] = paths(v, svg.KEY)
+        assert "fill-comm" in key.get("class").split()
+        assert shapes(v, svg.KEY) == (tensor.block_walkthrough(block, order, T, 1).collectives_forward if T > 1 else 0)
+    assert figure.primary == ("T", "order")
 
 
 def test_figure_11_new_matrices_button_changes_the_numbers():

@@ -149,6 +149,21 @@ def test_06_three_gauges_and_three_timelines():
     assert len(exposed) == 3 and all(re.search(r"h[1-9]", p.get("d")) for p in exposed)
 
 
+def test_06_marks_the_profilers_slowed_gemm_and_exposed_allreduce_as_its_point():
+    """On a phone (issue 34) the element that carries the point stays in view: here the
+    profiler's row, where the GEMM runs slower and the AllReduce shows from under it."""
+    from figures import registry, svg
+    _, rendered = render(6, bw_GBps=50)
+    key = paths(rendered, svg.KEY)
+    assert sorted(p.get("class") for p in key) == [f"fill-compute {svg.KEY}", f"fill-exposed {svg.KEY}"]
+    [faded] = [p for p in key if "fill-compute" in p.get("class")]
+    assert faded.get("fill-opacity") == "0.45"
+    [row] = [float(y) for y in re.findall(r"M[\d.]+ ([\d.]+)", faded.get("d"))]
+    steps = [t for t in texts(rendered) if ": step " in t]
+    assert steps[1].startswith("What the profiler records") and 264 + 76 == row  # the second timeline
+    assert registry()[6].primary == ("comm_mb", "channels")
+
+
 # --- Figure 07 --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("changes", [{}, {"N": 4096}, {"gpu": "mi300x", "N": 1}, {"optimizer": "adam_fp32", "activations_gb": 50},
@@ -181,6 +196,16 @@ def test_07_bars_do_not_move_with_n_and_only_the_job_panel_does():
         assert len(bars[n]) == 3 and all(d.count("z") == 13 for d in bars[n])  # one bar per N from 1 to 4096
     assert len(set(bars.values())) == 1
     assert any(t.startswith("the job needs 459 TB") for t in texts(render(7, N=4096)[1]))
+
+
+def test_07_marks_the_chosen_gpus_bar_as_its_point_and_keeps_n_in_view():
+    """On a phone (issue 34): the outlined bar of the chosen N is the drawing's point, N the
+    control kept in view."""
+    from figures import registry, svg
+    for n, slot in ((1, 0), (4096, 12)):
+        [outline] = rectangles(render(7, N=n)[1], svg.KEY)
+        assert abs(outline[0] + outline[2] / 2 - (64 + (slot + 0.5) * (392 - 64) / 13)) < 0.1
+    assert registry()[7].primary == ("N", "params")
 
 
 @pytest.mark.parametrize("changes", [{}, {"compute_ms": 1000}, {"comm_mb": 1}, {"compute_ms": 0.1, "comm_mb": 1},

@@ -67,6 +67,29 @@ def test_fig09_gaps_and_strip_follow_the_model():
     assert "peak 8" in texts(view)
 
 
+@pytest.mark.parametrize("changes", FIG09_STATES)
+def test_fig09_on_a_phone_stacks_its_header_and_marks_the_waits(changes):
+    """Issue 34: 640 units wide did not fit a phone. Narrow, the drawing is 320 units (11-unit
+    labels, so 320 px at least), each header wraps under its timeline's name, each strip's
+    peak is named in the margin, and the dashed waits (the gaps prefetch removes) are the key."""
+    figure = registry()[9]
+    state = figure.validate_state({**figure.default_state(), **changes})
+    wide, narrow = figure.render(state), figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert root.get("viewBox").split()[2] == "320" and "min-width:320px" in root.get("style")
+    assert float(root.get("viewBox").split()[3]) > float(ET.fromstring(wide.svg).get("viewBox").split()[3])
+    lines = texts(narrow)
+    chosen = "With prefetch" if state["prefetch"] else "Without prefetch"
+    assert f"{chosen}  \u25c0 readouts" in lines and len([t for t in lines if t.endswith("prefetch")]) == 1
+    assert len([t for t in lines if t.startswith("peak ") and t[5:].isdigit()]) == 2
+    for view in (wide, narrow):
+        key = path_data(view, svg.KEY)
+        assert len(key) == 2 and all(d != "M0 0" for d in key)  # each timeline's waits
+        assert path_data(view, svg.KEY) == path_data(view, "stroke-exposed")
+    assert all(inside(box, narrow) for _, box in text_boxes(narrow))
+    assert registry()[9].primary == ("units", "gather_ms")
+
+
 # ---- Figure 10 ---------------------------------------------------------------------------------
 
 FIG10_STATES = [
@@ -160,6 +183,31 @@ def test_fig10_bars_have_value_axes_with_units_and_the_chosen_values(changes):
     assert any(t.endswith((" ms", " s")) and box[0] + box[2] == pytest.approx(90) for t, box in boxes)
     assert all(inside(box, view) for _, box in boxes)
     assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])
+
+
+@pytest.mark.parametrize("changes", FIG10_STATES + [{"N": 4096, "shard": 1}, {"N": 4096, "shard": 4096}])
+def test_fig10_on_a_phone_draws_fewer_gpus_and_names_every_other_size(changes):
+    """Issue 34: 560 units wide did not fit a phone. Narrow, the drawing is 320 units (320 px at
+    least): up to 16 GPUs of a shard group, the mesh's lines wrapped, the chosen size always
+    named on the size axis (every other one where 13 sizes crowd it), and the rings of the
+    chatty collective (the replicas' AllReduce when there is none) are the key."""
+    figure = registry()[10]
+    state = figure.validate_state({**figure.default_state(), **changes})
+    wide, narrow = figure.render(state), figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert root.get("viewBox").split()[2] == "320" and "min-width:320px" in root.get("style")
+    assert shapes(narrow, "svg-neutral-fill") == min(state["shard"], 16) * min(state["N"] // state["shard"], 8)
+    boxes = text_boxes(narrow)
+    assert all(inside(box, narrow) for _, box in boxes)
+    assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])
+    sizes = [t for t, _ in boxes if t.isdigit() and t != "0"]  # the size axis ("0" is a value tick)
+    assert str(state["shard"]) in sizes and len(sizes) >= (len(bin(state["N"])) - 2) // 2
+    for view in (wide, narrow):
+        [key] = [p for p in ET.fromstring(view.svg).iter(f"{SVG}path") if svg.KEY in p.get("class", "").split()]
+        # the shard groups' rings (solid), or the replicas' dashed columns where a group is one GPU
+        assert key.get("class").split()[0] in ("stroke-intra", "stroke-inter")
+        assert ("stroke-dasharray" in key.attrib) == (state["shard"] == 1)
+    assert registry()[10].primary == ("shard", "gpus")
 
 
 # ---- Figure 22 ---------------------------------------------------------------------------------
