@@ -105,12 +105,13 @@ def _drawing(block, order, tp, seed, drawing_width=WIDTH):
         x, line_top, line_height, pending = 0, top + title_rows - label_rows + 1, 0, ""
         for panel, separator in zip(step.panels, separators + ("",)):
             placed, width, height = _pieces_layout(panel, columns)
-            if x and x + width > columns:
-                x, line_top, line_height = 0, line_top + line_height, 0
             sign = -(-20 // cell) if pending else 0
-            if x + sign + width > columns and drawing_width < WIDTH:
-                # on a phone, partial sums wrap sooner to leave room for the sign before them (the
-                # wide drawing is kept as it was, where 8 MLP partial sums overrun its right edge)
+            beside = -(-12 // cell) if panel.layout == "rows" else 0  # the owners' numbers drawn beside rank blocks
+            if x and x + sign + width + beside > columns:
+                x, line_top, line_height = 0, line_top + line_height, 0
+            if x + sign + width > columns:
+                # partial sums wrap sooner to leave room for the sign before them (8 MLP partial
+                # sums once ran past the wide drawing's right edge)
                 placed, width, height = _pieces_layout(panel, columns - x - sign)
             y = line_top + label_rows
             if pending:  # the sign between two panels, at the start of a line if the second one wrapped

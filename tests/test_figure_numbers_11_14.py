@@ -63,6 +63,22 @@ def test_figure_11_draws_each_rank_its_own_colour_and_each_collective(T, order):
     assert heat == cells  # every entry of every matrix is drawn, once
 
 
+def _path_xs(data):
+    """Every x a path's data (M m H h L l V v Z, as svg.py writes them) reaches."""
+    x, reached = 0.0, [0.0]
+    for command, args in re.findall(r"([MmHhVvLlZz])([^MmHhVvLlZz]*)", data):
+        numbers = [float(n) for n in re.findall(r"-?\d*\.?\d+", args)]
+        if command in "Hh":
+            for n in numbers:
+                x = n if command == "H" else x + n
+                reached.append(x)
+        elif command in "MmLl":
+            for i in range(0, len(numbers) - 1, 2):
+                x = numbers[i] if command in "ML" else x + numbers[i]
+                reached.append(x)
+    return reached
+
+
 @pytest.mark.parametrize("T", [1, 8])
 @pytest.mark.parametrize("block", ["mlp", "attention"])
 @pytest.mark.parametrize("order", tensor.ORDERS)
@@ -84,6 +100,11 @@ def test_figure_11_on_a_phone_wraps_its_matrices_and_words_into_320_units(T, blo
         assert 0 <= x and x + w <= width and y + h <= height
     boxes = text_boxes(narrow)
     assert all(inside(box, narrow) for _, box in boxes)
+    for v in (wide, narrow):  # partial sums and rank numbers once ran past the right edge (to 498 of 480)
+        drawn = ET.fromstring(v.svg)
+        right = float(drawn.get("viewBox").split()[2])
+        for path in drawn.iter(SVG + "path"):
+            assert max(_path_xs(path.get("d"))) <= right + 0.5, path.get("class")
     assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])
     for v in (wide, narrow):
         [key] = paths(v, svg.KEY)
