@@ -42,7 +42,7 @@ TABLE_ROW = {"data": "DDP", "zero": "FSDP / ZeRO-3", "tensor": "Tensor", "pipeli
 PANEL_W, PANEL_H, GAP, BLOCK_W, BLOCK_H, STRIP_H, SEQUENCES, MAX_MARKS = 232, 190, 12, 216, 80, 12, 4, 16
 # On a phone: two columns of three narrower panels, their titles and texts wrapped to the
 # panel, so that all six (and the chosen one) fit on one screen of a 320-unit drawing.
-NARROW_PANEL_W, NARROW_BLOCK_H, LINE = 154, 56, 15
+NARROW_PANEL_W, NARROW_BLOCK_H, LINE = 154, 48, 15
 
 
 def constrain(state):
@@ -101,7 +101,7 @@ def _layout(narrow, d, steps):
         title, lines = _texts(cut, d, step, wrap)
         title_lines, text_lines = max(title_lines, len(title)), max(text_lines, len(lines))
     # title, block, strip and texts as in a wide panel, the extra lines added
-    panel_h = 30 + LINE * (title_lines - 1) + NARROW_BLOCK_H + 14 + STRIP_H + 20 + LINE * (text_lines - 1) + 12
+    panel_h = 30 + LINE * (title_lines - 1) + NARROW_BLOCK_H + 14 + STRIP_H + 20 + LINE * (text_lines - 1) + 9
     return SimpleNamespace(columns=2, panel_w=NARROW_PANEL_W, panel_h=panel_h, block_w=NARROW_PANEL_W - 16,
                            block_h=NARROW_BLOCK_H, wrap=wrap, title_lines=title_lines)
 
@@ -144,10 +144,9 @@ def _panel(cut, d, layers, x, y, chosen, step, g):
           for i, line in enumerate(title)),
         svg.texts(((x + 8, sy + STRIP_H + 20 + LINE * i, line) for i, line in enumerate(lines)), class_="svg-label-soft"),
     ]
-    if chosen:
-        parts.append(svg.boxes(((x + 1, y + 1, g.panel_w - 2, g.panel_h - 2),), class_="svg-focus"))
-    # the chosen panel carries the point: the piece its cut leaves one GPU
-    return svg.group(parts, class_=svg.KEY if chosen else "svg-muted")
+    if chosen:  # the chosen panel carries the point (the piece its cut leaves one GPU): its outline is svg-key
+        parts.append(svg.boxes(((x + 1, y + 1, g.panel_w - 2, g.panel_h - 2),), class_=f"svg-focus {svg.KEY}"))
+    return svg.group(parts, class_=None if chosen else "svg-muted")
 
 
 def render(state, narrow=False):

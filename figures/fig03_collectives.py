@@ -253,7 +253,7 @@ def _cost_panel(state, split, top, g):
                                alternatives=((px(SIZES[0]) + 4, second, "start"),), moves=("up", "right")))
     parts.append(svg.labels(names, (left, chart_top - 20, span, chart_h + 20), obstacles=ticks))
     parts.append(svg.boxes(((px(state["size"]) - 4, py(split.time_s) - 4, 8, 8),), class_="fill-comm"))
-    caption = _wrap("time of one collective against buffer size (log-log)", g.wrap, "svg-label-soft")
+    caption = _wrap("time of one collective against buffer size (log-log)", g.wrap and left + span - 4, "svg-label-soft")
     parts.append(svg.texts(((left + span, chart_top + chart_h + 30 + 14 * i, line) for i, line in enumerate(caption)),
                            class_="svg-label-soft", text_anchor="end"))
     return parts, chart_top + chart_h + 36 + 14 * (len(caption) - 1)
