@@ -71,8 +71,11 @@ def _wrap(text, width, size, bold=False):
     if width is None or svg.text_width(text, size, bold) <= width:
         return [text]
     lines, words = [], []
-    for word in text.split(" "):  # a word of one or two letters ("s.", "of") starts no line
-        words[-1:] = [f"{words[-1]} {word}"] if words and len(word) <= 2 else words[-1:] + [word]
+    for word in text.split(" "):
+        if words and len(word) <= 2:  # a word of one or two letters ("s.", "of") starts no line
+            words[-1] += " " + word
+        else:
+            words.append(word)
     for word in words:
         if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
             lines[-1] = f"{lines[-1]} {word}"
@@ -116,8 +119,8 @@ def render(state, narrow=False):
     # layout: nodes as boxes in rows, each holding its GPUs' cells in local-rank order
     width, wrap, g = _layout(narrow, nodes, gpus, world)
     cell, pitch, size = g.cell, g.cell + 2, svg.label_size("svg-label")
-    store = _wrap("rendezvous store (TCPStore, MASTER_ADDR:29500)", wrap, *size)
-    store = (store if len(store) == 1 else ["rendezvous store", "(TCPStore, MASTER_ADDR:29500)"]) + _wrap(f"{world} of {world} processes joined: world size {world}", wrap, *size)
+    store = ["rendezvous store", "(TCPStore, MASTER_ADDR:29500)"] if narrow else ["rendezvous store (TCPStore, MASTER_ADDR:29500)"]
+    store += _wrap(f"{world} of {world} processes joined: world size {world}", wrap, *size)
     store_w, store_h = (340 if not narrow else width - 4), 40 + 17 * (len(store) - 2)
     top = TOP + store_h - 40
     left = (width - g.cols * g.node_w - (g.cols - 1) * g.gap) / 2
@@ -136,6 +139,8 @@ def render(state, narrow=False):
     dp_others = [r for r in dp_group if r != rank and not hang]
     blocked = hang.blocked if hang else ()
     bottom = top + g.height
+    numbered = [([cells[r][0] + cell / 2 for r in range(first, first + g.across)], cells[first][1] + cell / 2,
+                 range(first, first + g.across)) for first in range(0, world, g.across)]  # each row of cells' ranks
     parts = [
         svg.segments(((width / 2, 4 + store_h, x + g.node_w / 2, y) for x, y in corners[:g.cols]), class_="svg-axis"),
         svg.boxes(((width / 2 - store_w / 2, 4, store_w, store_h),), class_="svg-box"),
@@ -149,9 +154,7 @@ def render(state, narrow=False):
         svg.boxes(((cells[rank][0] + cell / 2, cells[rank][1], cell / 2, cell),), class_="fill-dp", fill_opacity="0.45"),
         square(blocked, class_=key("fill-warn", blocked), fill_opacity="0.4"),
         square(blocked, 1, class_="stroke-warn", fill="none", stroke_dasharray="3 2"),
-        svg.numerals(((xs[i:i + g.across], cells[n * gpus + i][1] + cell / 2, range(n * gpus + i, n * gpus + min(gpus, i + g.across)))
-                      for n in range(nodes) for xs in ([x + cell / 2 for x, _ in cells[n * gpus:(n + 1) * gpus]],)
-                      for i in range(0, gpus, g.across)), height=8.0 if cell > 20 else 6.0 if cell > 17 else 5.0 if cell > 13 else 4.0,
+        svg.numerals(numbered, height=8.0 if cell > 20 else 6.0 if cell > 17 else 5.0 if cell > 13 else 4.0,
                      class_="svg-numeral"),
         square((rank,), 2, class_=key("svg-focus", True)),
     ]
