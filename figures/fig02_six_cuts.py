@@ -1,4 +1,6 @@
 """Figure 02: one training step, cut six ways -- what one device keeps, what it sends, and when."""
+from types import SimpleNamespace
+
 from figures import html, svg
 from figures.contract import Readout, Select, Slider, View
 from models import checkpoint, cuts, fmt, strategies
@@ -32,11 +34,15 @@ CONTROLS = (
     Slider("params", "Parameters", stops=PARAMS, default=7_000_000_000, format=fmt.si_count),
     Slider("layers", "Layers", stops=(8, 16, 24, 32, 40, 48, 64, 80, 96, 128), default=32),
 )
+PRIMARY = ("cut", "degree")
 
 AXIS_COLOUR = {"data": "dp", "zero": "zero", "tensor": "tp", "pipeline": "pp", "context": "cp", "expert": "ep"}
 TABLE_ROW = {"data": "DDP", "zero": "FSDP / ZeRO-3", "tensor": "Tensor", "pipeline": "Pipeline",
              "context": "Context", "expert": "Expert"}  # strategies.COMPARISON_ROWS, by strategy
 PANEL_W, PANEL_H, GAP, BLOCK_W, BLOCK_H, STRIP_H, SEQUENCES, MAX_MARKS = 232, 190, 12, 216, 80, 12, 4, 16
+# On a phone: two columns of three narrower panels, their titles and texts wrapped to the
+# panel, so that all six (and the chosen one) fit on one screen of a 320-unit drawing.
+NARROW_PANEL_W, NARROW_BLOCK_H, LINE = 154, 48, 15
 
 
 def constrain(state):
@@ -58,55 +64,101 @@ def _step(cut, state):
         return str(error)
 
 
-def _panel(cut, d, layers, x, y, chosen, step):
+def _wrap(text, width, size, bold=False):
+    """``text`` in lines no wider than ``width`` at ``size`` (words kept whole); ``width``
+    None: one line. (A private helper: svg.py has no text wrapping.)"""
+    if width is None or svg.text_width(text, size, bold) <= width:
+        return [text]
+    lines = []
+    for word in text.split(" "):
+        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+def _texts(cut, d, step, wrap=None):
+    """A panel's title lines (the cut, then its degree, where one line is wider than
+    ``wrap``), then its text's lines: what its collective is and when it fires."""
+    what, when = (step.what, step.when) if not isinstance(step, str) else ("not possible here:", "more stages than layers")
+    title = [f"{cuts.CUT_LABELS[cut]}, {d} ways"]
+    if wrap is not None and svg.text_width(title[0], *svg.label_size("svg-title")) > wrap:
+        title = [f"{cuts.CUT_LABELS[cut]},", f"{d} ways"]
+    soft = svg.label_size("svg-label-soft")
+    return title, _wrap(what, wrap, *soft) + _wrap(when, wrap, *soft)
+
+
+def _layout(narrow, d, steps):
+    """The panels' geometry: three columns of two rows, or on a phone two columns of three
+    with each text wrapped to its panel (every panel as tall as the one with most lines)."""
+    if not narrow:
+        return SimpleNamespace(columns=3, panel_w=PANEL_W, panel_h=PANEL_H, block_w=BLOCK_W, block_h=BLOCK_H,
+                               wrap=None, title_lines=1)
+    wrap = NARROW_PANEL_W - 16
+    title_lines, text_lines = 1, 2
+    for cut, step in steps.items():
+        title, lines = _texts(cut, d, step, wrap)
+        title_lines, text_lines = max(title_lines, len(title)), max(text_lines, len(lines))
+    # title, block, strip and texts as in a wide panel, the extra lines added
+    panel_h = 30 + LINE * (title_lines - 1) + NARROW_BLOCK_H + 14 + STRIP_H + 20 + LINE * (text_lines - 1) + 9
+    return SimpleNamespace(columns=2, panel_w=NARROW_PANEL_W, panel_h=panel_h, block_w=NARROW_PANEL_W - 16,
+                           block_h=NARROW_BLOCK_H, wrap=wrap, title_lines=title_lines)
+
+
+def _panel(cut, d, layers, x, y, chosen, step, g):
     """One cut: the step block and state strip, the part device 0 keeps, where the collective fires."""
-    bx, by, lw = x + 8, y + 30, BLOCK_W / layers
-    sy, band = by + BLOCK_H + 14, BLOCK_H / SEQUENCES
+    block_w, block_h = g.block_w, g.block_h
+    bx, by, lw = x + 8, y + 30 + LINE * (g.title_lines - 1), block_w / layers
+    sy, band = by + block_h + 14, block_h / SEQUENCES
     every = max(1, -(-layers // MAX_MARKS))  # thin the per-layer marks to at most MAX_MARKS
     keep, cut_lines, marks = [], [], []
     if cut in ("data", "zero"):  # device 0 keeps 1/d of the batch; zero also 1/d of the state
-        keep += [(bx, by, BLOCK_W, BLOCK_H / d), (bx, sy, BLOCK_W, STRIP_H / (d if cut == "zero" else 1))]
-        cut_lines += [(bx, by + k * BLOCK_H / d, bx + BLOCK_W, by + k * BLOCK_H / d) for k in range(1, d) if BLOCK_H / d >= 3]
-        marks += [(bx + BLOCK_W + 3, sy + 4)] if cut == "data" else [(bx + (l + 0.5) * lw - 2, sy - 9) for l in range(0, layers, every)]
+        keep += [(bx, by, block_w, block_h / d), (bx, sy, block_w, STRIP_H / (d if cut == "zero" else 1))]
+        cut_lines += [(bx, by + k * block_h / d, bx + block_w, by + k * block_h / d) for k in range(1, d) if block_h / d >= 3]
+        marks += [(bx + block_w + 3, sy + 4)] if cut == "data" else [(bx + (l + 0.5) * lw - 2, sy - 9) for l in range(0, layers, every)]
     elif cut == "tensor":  # a 1/d sliver of every layer's matrices and state
-        keep += [(bx + l * lw, top, lw / d, h) for l in range(layers) for top, h in ((by, BLOCK_H), (sy, STRIP_H))]
+        keep += [(bx + l * lw, top, lw / d, h) for l in range(layers) for top, h in ((by, block_h), (sy, STRIP_H))]
         marks += [(bx + (l + 0.5) * lw - 2, by - 7) for l in range(0, layers, every)]
     elif cut == "pipeline":  # the first 1/d of the layers, and their state
-        keep += [(bx, by, BLOCK_W / d, BLOCK_H), (bx, sy, BLOCK_W / d, STRIP_H)]
-        cut_lines += [(bx + k * BLOCK_W / d, by - 2, bx + k * BLOCK_W / d, sy + STRIP_H + 2) for k in range(1, d)]
-        marks += [(bx + k * BLOCK_W / d - 2, by + BLOCK_H / 2 - 2) for k in range(1, d, max(1, -(-d // 16)))]
+        keep += [(bx, by, block_w / d, block_h), (bx, sy, block_w / d, STRIP_H)]
+        cut_lines += [(bx + k * block_w / d, by - 2, bx + k * block_w / d, sy + STRIP_H + 2) for k in range(1, d)]
+        marks += [(bx + k * block_w / d - 2, by + block_h / 2 - 2) for k in range(1, d, max(1, -(-d // 16)))]
     elif cut == "context":  # 1/d of every sequence's tokens; the whole state
-        keep += [(bx, by + q * band, BLOCK_W, band / d) for q in range(SEQUENCES)] + [(bx, sy, BLOCK_W, STRIP_H)]
+        keep += [(bx, by + q * band, block_w, band / d) for q in range(SEQUENCES)] + [(bx, sy, block_w, STRIP_H)]
         marks += [(bx + (l + 0.25) * lw - 2, by - 7) for l in range(0, layers, every)]
     else:  # expert: every attention half, 1/d of every layer's experts
         keep += [(bx + l * lw + part, top, lw / 2 / (d if part else 1), h)
-                 for l in range(layers) for part in (0, lw / 2) for top, h in ((by, BLOCK_H), (sy, STRIP_H))]
+                 for l in range(layers) for part in (0, lw / 2) for top, h in ((by, block_h), (sy, STRIP_H))]
         marks += [(bx + (l + 0.75) * lw - 2, by - 7) for l in range(0, layers, every)]
     colour = AXIS_COLOUR[cut]  # every cut in its axis's hue; the ones not chosen are muted (svg-muted)
-    what, when = (step.what, step.when) if not isinstance(step, str) else ("not possible here:", "more stages than layers")
+    title, lines = _texts(cut, d, step, g.wrap)
     parts = [
-        svg.boxes(((bx, by, BLOCK_W, BLOCK_H), (bx, sy, BLOCK_W, STRIP_H)), class_=f"fill-{colour}", fill_opacity="0.22"),
-        svg.segments([(bx, by + q * band, bx + BLOCK_W, by + q * band) for q in range(1, SEQUENCES)]
+        svg.boxes(((bx, by, block_w, block_h), (bx, sy, block_w, STRIP_H)), class_=f"fill-{colour}", fill_opacity="0.22"),
+        svg.segments([(bx, by + q * band, bx + block_w, by + q * band) for q in range(1, SEQUENCES)]
                      + [(bx + l * lw, sy, bx + l * lw, sy + STRIP_H) for l in range(1, layers) if lw >= 3], class_="svg-axis"),
         svg.boxes(keep, class_=f"fill-{colour}"),
         svg.segments(cut_lines, class_="svg-cut"),
         svg.boxes(((mx, my, 4, 4) for mx, my in marks), class_="fill-comm"),
-        svg.text(x + 8, y + 15, f"{cuts.CUT_LABELS[cut]}, {d} ways", class_="svg-title"),
-        svg.texts(((x + 8, sy + STRIP_H + 20, what), (x + 8, sy + STRIP_H + 35, when)), class_="svg-label-soft"),
+        *(svg.text(x + 8, y + 15 + LINE * i, line, class_="svg-title")
+          for i, line in enumerate(title)),
+        svg.texts(((x + 8, sy + STRIP_H + 20 + LINE * i, line) for i, line in enumerate(lines)), class_="svg-label-soft"),
     ]
-    if chosen:
-        parts.append(svg.boxes(((x + 1, y + 1, PANEL_W - 2, PANEL_H - 2),), class_="svg-focus"))
+    if chosen:  # the chosen panel carries the point (the piece its cut leaves one GPU): its outline is svg-key
+        parts.append(svg.boxes(((x + 1, y + 1, g.panel_w - 2, g.panel_h - 2),), class_=f"svg-focus {svg.KEY}"))
     return svg.group(parts, class_=None if chosen else "svg-muted")
 
 
-def render(state):
+def render(state, narrow=False):
     chosen, d, layers = state["cut"], state["degree"], state["layers"]
     steps = {cut: _step(cut, state) for cut in cuts.CUTS}
-    corner = {cut: ((i % 3) * (PANEL_W + GAP), (i // 3) * (PANEL_H + GAP)) for i, cut in enumerate(cuts.CUTS)}
-    parts = [_panel(cut, d, layers, *corner[cut], cut == chosen, steps[cut]) for cut in cuts.CUTS]
-    parts.append(svg.hit_areas(((x, y, PANEL_W, PANEL_H, f"cut={cut}", f"show the {cuts.CUT_LABELS[cut]} cut")
+    g = _layout(narrow, d, steps)
+    corner = {cut: ((i % g.columns) * (g.panel_w + GAP), (i // g.columns) * (g.panel_h + GAP)) for i, cut in enumerate(cuts.CUTS)}
+    parts = [_panel(cut, d, layers, *corner[cut], cut == chosen, steps[cut], g) for cut in cuts.CUTS]
+    parts.append(svg.hit_areas(((x, y, g.panel_w, g.panel_h, f"cut={cut}", f"show the {cuts.CUT_LABELS[cut]} cut")
                                 for cut, (x, y) in corner.items()), class_="svg-hit"))
-    drawing = svg.document(3 * PANEL_W + 2 * GAP, 2 * PANEL_H + GAP, parts,
+    rows = -(-len(cuts.CUTS) // g.columns)
+    drawing = svg.document(g.columns * g.panel_w + (g.columns - 1) * GAP, rows * g.panel_h + (rows - 1) * GAP, parts,
                            label=f"One training step cut six ways at degree {d}; the {cuts.CUT_LABELS[chosen]} cut is chosen")
     step, card = steps[chosen], strategies.card(cuts.CARD_KEYS[chosen])
     readouts = (

@@ -1,6 +1,7 @@
 """Figure 03: the collectives as shapes -- a step-through of each algorithm, then its alpha-beta cost."""
 import math
 from functools import lru_cache
+from types import SimpleNamespace
 
 from figures import palette, svg
 from figures.contract import Button, Readout, Select, Slider, View, log_stops
@@ -36,6 +37,9 @@ DRAWN = 8  # ranks the step-through draws
 TREE_DRAWN = ("binomial", "recursive_halving", "recursive_doubling")  # messages drawn as arcs between ranks
 SIZES = log_stops(1e3, 1e10, (1, 2, 5))
 WIDTH, LEFT = 720, 64
+# On a phone: a 320-unit drawing; ranks numbered under a "rank" heading, lines wrapped, the
+# buffer sizes labelled every other decade.
+NARROW_WIDTH, NARROW_LEFT = 320, 52
 
 
 @lru_cache(maxsize=64)
@@ -76,6 +80,41 @@ CONTROLS = (
     Slider("bw_GBps", "Bandwidth per rank \u03b2", stops=(1, 2, 5, 10, 12.5, 20, 25, 50, 100, 200, 450, 500, 900, 1000),
            default=100, unit="GB/s"),
 )
+PRIMARY = ("op", "step")
+GROUPS = (("Step-through", ("algo", "N", "next")), ("Cost", ("size", "alpha_us", "bw_GBps")))
+
+
+def _layout(narrow):
+    """The drawing's geometry: its width, the left margin of its labels, where the cost
+    texts start, the right margin, the width lines wrap at (None: never) and which buffer
+    sizes (powers of ten) are labelled."""
+    if not narrow:
+        return SimpleNamespace(width=WIDTH, left=LEFT, text_x=LEFT, right=24, wrap=None, decades=range(3, 11), narrow=False)
+    return SimpleNamespace(width=NARROW_WIDTH, left=NARROW_LEFT, text_x=8, right=16, wrap=NARROW_WIDTH - 12,
+                           decades=range(3, 11, 2), narrow=True)
+
+
+def _wrap(text, width, css):
+    """``text`` in lines no wider than ``width`` when drawn with classes ``css`` (words kept
+    whole); ``width`` None: one line. (A private helper: svg.py has no text wrapping.)"""
+    size, bold = svg.label_size(css)
+    if width is None or svg.text_width(text, size, bold) <= width:
+        return [text]
+    head, colon, tail = text.partition(": ")  # a title: "AllReduce over 8 ranks, ring:" / "step 7 of 14" where each fits
+    if colon and "svg-title" in css and all(svg.text_width(part, size, bold) <= width for part in (head + ":", tail)):
+        return [head + ":", tail]
+    lines = []
+    for word in text.split(" "):
+        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+def _key(css, items):
+    """``css`` and, where it draws something, the class of the step's data movement (svg.KEY)."""
+    return f"{css} {svg.KEY}" if items else css
 
 
 def _phase(sim, step):
@@ -89,24 +128,25 @@ def _phase(sim, step):
     return "every pair swaps one chunk at once" if sim.algorithm == "pairwise" else ""
 
 
-def _header(sim, step, n, steps_at_n):
-    """The step-through's title, then its phase, then (only when N is too many to draw) what is drawn instead."""
+def _header(sim, step, n, steps_at_n, wrap=None):
+    """The step-through's title, then its phase, then (only when N is too many to draw) what
+    is drawn instead; each wrapped at ``wrap``."""
     lines = [(f"{LABEL[sim.op]} over {sim.ranks} ranks, {ALGORITHM_WORDS[sim.algorithm]}: step {step} of {len(sim.steps)}",
               "svg-title"), (_phase(sim, step), "svg-label-soft")]
     if n > sim.ranks:
         lines.append((f"Capped: drawn on {sim.ranks} ranks; at N = {n:,} the same algorithm takes {steps_at_n:,} steps "
                       "(priced below)", "svg-label svg-strong"))
-    return lines
+    return [(part, css) for text, css in lines for part in _wrap(text, wrap, css)]
 
 
-def _step_through(sim, step, top, n, steps_at_n):
+def _step_through(sim, step, top, n, steps_at_n, g):
     """Columns of chunk squares, one per rank, after `step` rounds; arrows for that round's transfers."""
-    ranks = sim.ranks
-    col = min(84.0, (WIDTH - LEFT) / ranks)
+    ranks, left = sim.ranks, g.left
+    col = min(84.0, (g.width - left) / ranks)
     q = min(28.0, col - 18)
-    x0 = LEFT + (WIDTH - LEFT - ranks * col) / 2 + (col - q) / 2
+    x0 = left + (g.width - left - ranks * col) / 2 + (col - q) / 2
     tree = sim.algorithm in TREE_DRAWN
-    lines = _header(sim, step, n, steps_at_n)
+    lines = _header(sim, step, n, steps_at_n, g.wrap)
     top += 17 * (len(lines) - 1)  # the rank labels and the grid go under the header's lines
     grid_top, pitch = top + (78 if tree else 40), q + 8
     xy = lambda r, c: (x0 + r * col, grid_top + c * pitch)
@@ -138,53 +178,62 @@ def _step_through(sim, step, top, n, steps_at_n):
             arrows.append((sx + q / 2 + forward * q / 2, sy + q / 2, dx + q / 2 - forward * (q / 2 + 1), dy + q / 2))
     bottom = grid_top + len(sources[0]) * pitch + 8
     head = top - 17 * (len(lines) - 1)
+    # a rank's label under its column: "rank 3", or on a phone its number under a "rank" heading
+    rank_labels = [(x + q / 2, top + 32, f"{r}" if g.narrow else f"rank {r}") for r in range(ranks) for x, _ in (xy(r, 0),)]
     parts = [
         *(svg.text(8, head + 14 + 17 * i, text, class_=css) for i, (text, css) in enumerate(lines) if text),
-        svg.texts(((x + q / 2, top + 32, f"rank {r}") for r in range(ranks) for x, _ in (xy(r, 0),)),
-                  class_="svg-label-soft", text_anchor="middle"),
-        svg.texts(((LEFT - 4, xy(0, c)[1] + q / 2 + 4, f"chunk {c}") for c in range(len(sources[0]))),
+        svg.texts(rank_labels, class_="svg-label-soft", text_anchor="middle"),
+        *([svg.text(left - 4, top + 32, "rank", class_="svg-label-soft", text_anchor="end")] if g.narrow else []),
+        svg.texts(((left - 4, xy(0, c)[1] + q / 2 + 4, f"chunk {c}") for c in range(len(sources[0]))),
                   class_="svg-label-soft", text_anchor="end"),
         svg.boxes(empty, class_="svg-lane", stroke_dasharray="3 2"),
-        *(svg.boxes(items, class_=f"fill-{key}") for key, items in sorted(bands.items())),
-        svg.boxes(landed, class_="stroke-comm", fill="none", stroke_width="2.5"),
-        *(svg.polyline(points, class_="svg-arrow") for points in routed),
-        svg.arrows(arrows, head=5.0, class_="svg-arrow"),
-        svg.arcs(links.values(), head=5.0, class_="svg-arrow"),
-        svg.bows(swaps, bend=0.12, head=5.0, class_="svg-arrow"),
+        # the step's data movement carries the point: where chunks land and the arrows that bring them
+        # (before the first step, the data each rank starts with)
+        *(svg.boxes(items, class_=_key(f"fill-{key}", not step)) for key, items in sorted(bands.items())),
+        svg.boxes(landed, class_=_key("stroke-comm", landed), fill="none", stroke_width="2.5"),
+        *(svg.polyline(points, class_=_key("svg-arrow", True)) for points in routed),
+        svg.arrows(arrows, head=5.0, class_=_key("svg-arrow", arrows)),
+        svg.arcs(links.values(), head=5.0, class_=_key("svg-arrow", links)),
+        svg.bows(swaps, bend=0.12, head=5.0, class_=_key("svg-arrow", swaps)),
     ]
     return parts, bottom
 
 
-def _cost_panel(state, split, top):
+def _cost_panel(state, split, top, g):
     """A bar split into the alpha and beta parts, then time against buffer size for both algorithms."""
     alpha_s, bandwidth = state["alpha_us"] * 1e-6, state["bw_GBps"] * 1e9  # display units to SI
-    span = WIDTH - LEFT - 24
+    left = g.left
+    span = g.width - left - g.right
     lat_w = span * split.latency_share
+    title = _wrap(f"{LABEL[state['op']]} of {fmt.data_size(state['size'])} over N = {state['N']} ranks, "
+                  f"{state['algo']}: {fmt.duration(split.time_s)}", g.wrap, "svg-title")
+    head, top = top, top + 17 * (len(title) - 1)  # the bar and texts go under the title's lines
+    texts = [part for line in (
+        f"latency: {split.steps} steps \u00d7 {fmt.duration(alpha_s)} = {fmt.duration(split.latency_s)} (grey)",
+        f"bandwidth: {fmt.data_size(split.link_bytes)} over {fmt.data_size(bandwidth)}/s = {fmt.duration(split.bandwidth_s)} (purple)",
+    ) for part in _wrap(line, g.wrap and g.width - g.text_x - 4, "svg-label")]
     parts = [
-        svg.text(8, top + 14, f"{LABEL[state['op']]} of {fmt.data_size(state['size'])} over N = {state['N']} ranks, "
-                 f"{state['algo']}: {fmt.duration(split.time_s)}", class_="svg-title"),
-        svg.boxes(((LEFT, top + 22, lat_w, 14),), class_="fill-idle"),
-        svg.boxes(((LEFT + lat_w, top + 22, span - lat_w, 14),), class_="fill-comm"),
-        svg.texts(((LEFT, top + 50, f"latency: {split.steps} steps \u00d7 {fmt.duration(alpha_s)} = {fmt.duration(split.latency_s)} (grey)"),
-                   (LEFT, top + 64, f"bandwidth: {fmt.data_size(split.link_bytes)} over {fmt.data_size(bandwidth)}/s "
-                                    f"= {fmt.duration(split.bandwidth_s)} (purple)")), class_="svg-label"),
+        *(svg.text(8, head + 14 + 17 * i, line, class_="svg-title") for i, line in enumerate(title)),
+        svg.boxes(((left, top + 22, lat_w, 14),), class_="fill-idle"),
+        svg.boxes(((left + lat_w, top + 22, span - lat_w, 14),), class_="fill-comm"),
+        svg.texts(((g.text_x, top + 50 + 14 * i, line) for i, line in enumerate(texts)), class_="svg-label"),
     ]
     curves = {algo: [collectives.cost_function(state["op"], state["N"], alpha_s=alpha_s, bandwidth_bytes_per_s=bandwidth,
                                                algorithm=algo)(size) for size in SIZES] for algo in collectives.ALGORITHMS}
     low = math.floor(math.log10(min(min(c) for c in curves.values())))
     high = math.ceil(math.log10(max(max(c) for c in curves.values())))
-    chart_top, chart_h = top + 84, 150.0
-    px = lambda size: LEFT + span * (math.log10(size) - 3) / 7
+    chart_top, chart_h = top + 84 + 14 * (len(texts) - 2), 150.0
+    px = lambda size: left + span * (math.log10(size) - 3) / 7
     py = lambda seconds: chart_top + chart_h * (high - math.log10(seconds)) / max(high - low, 1)
     stride = 1 if high - low <= 6 else 2
     parts += [
-        svg.segments([(LEFT, chart_top, LEFT, chart_top + chart_h), (LEFT, chart_top + chart_h, LEFT + span, chart_top + chart_h)]
-                     + [(LEFT, py(10.0**k), LEFT + span, py(10.0**k)) for k in range(low, high + 1, stride)], class_="svg-axis"),
-        svg.texts(((LEFT - 4, py(10.0**k) + 4, fmt.duration(10.0**k)) for k in range(low, high + 1, stride)),
+        svg.segments([(left, chart_top, left, chart_top + chart_h), (left, chart_top + chart_h, left + span, chart_top + chart_h)]
+                     + [(left, py(10.0**k), left + span, py(10.0**k)) for k in range(low, high + 1, stride)], class_="svg-axis"),
+        svg.texts(((left - 4, py(10.0**k) + 4, fmt.duration(10.0**k)) for k in range(low, high + 1, stride)),
                   class_="svg-label-soft", text_anchor="end"),
         # the first size starts at the axis, clear of the time labels left of it
         svg.text(px(1e3), chart_top + chart_h + 14, fmt.data_size(1e3), class_="svg-label-soft"),
-        svg.texts(((px(10.0**k), chart_top + chart_h + 14, fmt.data_size(10.0**k)) for k in range(4, 11)),
+        svg.texts(((px(10.0**k), chart_top + chart_h + 14, fmt.data_size(10.0**k)) for k in g.decades[1:]),
                   class_="svg-label-soft", text_anchor="middle"),
         svg.segments(((px(state["size"]), chart_top, px(state["size"]), chart_top + chart_h),), class_="svg-cut",
                      stroke_dasharray="3 3"),
@@ -192,7 +241,7 @@ def _cost_panel(state, split, top):
     slower = max(curves, key=lambda algo: curves[algo][0])  # its label goes above its curve, the other's below
     size, _ = svg.label_size("svg-label-soft")
     ticks = [svg.text_box(px(10.0**k), chart_top + chart_h + 14, fmt.data_size(10.0**k), size,
-                          "start" if k == 3 else "middle") for k in range(3, 11)]
+                          "start" if k == 3 else "middle") for k in g.decades]
     names = []
     for algo, times in curves.items():
         chosen = algo == state["algo"]
@@ -202,21 +251,22 @@ def _cost_panel(state, split, top):
         first, second = (above, below) if algo == slower else (below, above)
         names.append(svg.Label(px(SIZES[0]) + 4, first, algo + (" (chosen)" if chosen else ""),
                                alternatives=((px(SIZES[0]) + 4, second, "start"),), moves=("up", "right")))
-    parts.append(svg.labels(names, (LEFT, chart_top - 20, span, chart_h + 20), obstacles=ticks))
+    parts.append(svg.labels(names, (left, chart_top - 20, span, chart_h + 20), obstacles=ticks))
     parts.append(svg.boxes(((px(state["size"]) - 4, py(split.time_s) - 4, 8, 8),), class_="fill-comm"))
-    parts.append(svg.text(LEFT + span, chart_top + chart_h + 30, "time of one collective against buffer size (log-log)",
-                          class_="svg-label-soft", text_anchor="end"))
-    return parts, chart_top + chart_h + 36
+    caption = _wrap("time of one collective against buffer size (log-log)", g.wrap and left + span - 4, "svg-label-soft")
+    parts.append(svg.texts(((left + span, chart_top + chart_h + 30 + 14 * i, line) for i, line in enumerate(caption)),
+                           class_="svg-label-soft", text_anchor="end"))
+    return parts, chart_top + chart_h + 36 + 14 * (len(caption) - 1)
 
 
-def render(state):
-    sim, step, N = _sim(state), state["step"], state["N"]
+def render(state, narrow=False):
+    sim, step, N, g = _sim(state), state["step"], state["N"], _layout(narrow)
     split = collectives.cost_split(state["op"], state["size"], N, alpha_s=state["alpha_us"] * 1e-6,
                                    bandwidth_bytes_per_s=state["bw_GBps"] * 1e9, algorithm=state["algo"])
-    upper, bottom = _step_through(sim, step, 0, N, split.steps)
-    lower, height = _cost_panel(state, split, bottom + 10)
+    upper, bottom = _step_through(sim, step, 0, N, split.steps, g)
+    lower, height = _cost_panel(state, split, bottom + 10, g)
     capped = f" (capped: N = {N:,} is drawn on {sim.ranks})" if N > sim.ranks else ""
-    drawing = svg.document(WIDTH, height, upper + lower,
+    drawing = svg.document(g.width, height, upper + lower,
                            label=f"{LABEL[state['op']]} step-through over {sim.ranks} ranks{capped} and its alpha-beta cost")
     notes = []
     if N > DRAWN:

@@ -40,6 +40,7 @@ CONTROLS = (
     Select("variant", "Sampler", options=tuple(VARIANT_LABELS.items()), default="correct"),
     Slider("epochs", "Epochs shown", min=1, max=4, step=1, default=2),
 )
+PRIMARY = ("dp", "variant")
 
 WIDTH, X0, X1 = 400, 4, 396
 DRAWN_RANKS = 16  # ranks with a colour of their own (8 hues, the second eight lighter); the rest grey
@@ -70,10 +71,10 @@ def _batch_grid(parts, state, batch, steps):
         svg.text(0, 51, f"a cell: a microbatch of {state['micro']}; a column: a rank;", class_="svg-label-soft"),
         svg.text(0, 69, "a row: an accumulation step", class_="svg-label-soft"),
     ]
-    for c in range(cols):  # a column of microbatches per rank, in the rank's colour
+    for c in range(cols):  # a column of microbatches per rank, in the rank's colour; the step's grid carries the point
         colour, opacity = _rank_colour(c)
         parts.append(svg.boxes([(X0 + c * cell_w, top + r * cell_h, cell_w - 1.5, cell_h - 1.5) for r in range(rows)],
-                               class_=f"fill-{colour}" if colour else "svg-neutral-fill",
+                               class_=f"{f'fill-{colour}' if colour else 'svg-neutral-fill'} {svg.KEY}",
                                fill_opacity=opacity if opacity < 1 else None))
     bottom = top + rows * cell_h
     if cell_w >= 14:  # rank numbers under the columns, stroked (one path)

@@ -34,6 +34,7 @@ CONTROLS = (
     Slider("alpha_us", "Latency \u03b1 per ring step", stops=log_stops(1, 100, (1, 2, 5)), default=5, unit="\u00b5s"),
     Slider("backward_ms", "Backward compute", stops=log_stops(10, 10000, (1, 2, 5)), default=200, unit="ms"),
 )
+PRIMARY = ("bucket_mb", "bw_GBps")
 
 WIDTH, X0, X1 = 400, 4, 386
 COMPUTE_Y, COMM_Y, LANE = 72, 126, 22
@@ -80,11 +81,12 @@ def render(state):
                                   class_="svg-axis"))
     if step.exposed_comm_s > 0:
         parts.append(svg.boxes([(backward_end, COMM_Y + LANE + 3, x(step.comm_end_s) - backward_end, 6)],
-                               class_="fill-exposed"))
+                               class_=f"fill-exposed {svg.KEY}"))
         label_x = min(max(backward_end, X0 + 150), X1)
         parts.append(svg.text(label_x, COMM_Y + LANE + 26, f"exposed tail {fmt.duration(step.exposed_comm_s)}",
                               class_="svg-label", text_anchor="end" if label_x > X1 - 150 else "start"))
-    parts.append(svg.segments([(backward_end, COMPUTE_Y - 2, backward_end, COMM_Y + LANE + 10)], class_="svg-ink",
+    # where the backward pass ends and the exposed tail starts: with the tail, the figure's point
+    parts.append(svg.segments([(backward_end, COMPUTE_Y - 2, backward_end, COMM_Y + LANE + 10)], class_=f"svg-ink {svg.KEY}",
                               stroke_width=1.5, stroke_dasharray="3 2"))
     axis_y = COMM_Y + LANE + 46
     parts.append(svg.time_axis(X0, X1, axis_y, end, "{unit} from the start of the backward pass"))

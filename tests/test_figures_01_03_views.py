@@ -7,7 +7,7 @@ import pytest
 from figures import registry
 from models import collectives, cuts, fmt, reliability
 from models.mesh import Mesh
-from tests.figure_views import SVG, paths, readouts, view
+from tests.figure_views import SVG, inside, paths, readouts, rank_targets, rectangles, text_boxes, view
 from tests.published_cases import published_cases
 
 
@@ -71,6 +71,32 @@ def test_figure_01_diverging_names_the_waiters_and_the_watchdog():
     assert readouts(alone)["blocked_ranks"].value == 0 and "alone in its DP group" in alone.svg
 
 
+@pytest.mark.parametrize("state", [{}, {"nodes": 32, "tp": 1, "diverge": True}, {"nodes": 32, "gpus": 1},
+                                   {"nodes": 8, "gpus": 8, "tp": 8, "rank": 45}, {"nodes": 16, "gpus": 4, "tp": 2, "diverge": True}])
+def test_figure_01_on_a_phone_keeps_every_rank_in_a_narrow_drawing_and_the_grid_on_one_screen(state):
+    """Issue 34: at 720 units the drawing scrolled sideways on a phone. Narrow, it is 320 wide,
+    every rank's cell (and its click target) lies inside it, the nodes' grid is no taller than
+    one screen (NARROW_GRID_H), and the followed rank and its groups are marked svg-key."""
+    from figures import fig01_ranks_and_groups as fig01, svg
+
+    figure = registry()[1]
+    s = figure.validate_state({**figure.default_state(), **state})
+    narrow = figure.render(s, narrow=True)
+    assert ET.fromstring(narrow.svg).get("viewBox").split()[2] == "320"
+    cells = rank_targets(ET.fromstring(narrow.svg))
+    assert sorted(cells) == list(range(s["nodes"] * s["gpus"]))
+    assert all(inside(box, narrow) for box in cells.values())
+    assert max(y + h for _, y, _, h in cells.values()) - min(y for _, y, _, _ in cells.values()) <= fig01.NARROW_GRID_H
+    assert all(inside(box, narrow) for _, box in text_boxes(narrow))
+    [focus] = rectangles(narrow, f"svg-focus {svg.KEY}")
+    x, y, w, _ = cells[s["rank"]]
+    assert (focus[0], focus[1], focus[2]) == pytest.approx((x - 2, y - 2, w + 4), abs=0.1)
+    mesh = Mesh(dp=s["nodes"] * s["gpus"] // s["tp"], tp=s["tp"], gpus_per_node=s["gpus"])
+    groups = [box for css in ("fill-tp", "fill-dp", "fill-warn") for box in rectangles(narrow, f"{css} {svg.KEY}")]
+    assert len(groups) == len(mesh.group("tp", s["rank"])) + len(mesh.group("dp", s["rank"])) - 2  # all but the rank
+    assert f"svg-focus {svg.KEY}" in figure.render(s).svg  # marked in the wide drawing too
+
+
 # --------------------------------------------------------------------------- Figure 02
 
 @pytest.mark.parametrize("state", [
@@ -115,6 +141,32 @@ def test_figure_02_pipeline_never_has_more_stages_than_layers():
     assert figure.validate_state({"cut": "data", "degree": 64, "layers": 8})["degree"] == 64
     v = view(2, cut="data", degree=64, layers=8)  # the pipeline panel says why it cannot cut here
     assert "more stages than layers" in v.svg and "more stages than layers" in v.html
+
+
+@pytest.mark.parametrize("state", [{}, {"cut": "expert", "degree": 64, "layers": 8}, {"cut": "pipeline", "degree": 16, "layers": 16},
+                                   {"cut": "zero", "degree": 64, "params": 1_000_000_000_000, "layers": 128}])
+def test_figure_02_on_a_phone_sets_the_six_panels_in_two_columns_on_one_screen(state):
+    """Issue 34: three 232-unit panels a row scrolled sideways on a phone. Narrow, the six
+    panels stand two a row in three rows of a 320-unit drawing short enough for one screen,
+    no text leaves its panel, and the chosen panel's outline is svg-key."""
+    from figures import svg
+
+    figure = registry()[2]
+    s = figure.validate_state({**figure.default_state(), **state})
+    wide, narrow = figure.render(s), figure.render(s, narrow=True)
+    hits = {r.get("data-set").split("=")[1]: tuple(float(r.get(k)) for k in ("x", "y", "width", "height"))
+            for r in ET.fromstring(narrow.svg).iter(f"{SVG}rect") if (r.get("data-set") or "").startswith("cut=")}
+    assert list(hits) == list(cuts.CUTS)
+    assert len({x for x, _, _, _ in hits.values()}) == 2 and len({y for _, y, _, _ in hits.values()}) == 3
+    _, _, width, height = map(float, ET.fromstring(narrow.svg).get("viewBox").split())
+    assert width == 320 and all(inside(box, narrow) for box in hits.values()) and height * 353 / width < 694
+    for text, (x, y, w, h) in text_boxes(narrow):  # each text inside the panel it belongs to
+        assert any(px <= x and x + w <= px + pw and py <= y and y + h <= py + ph for px, py, pw, ph in hits.values()), text
+    [outline] = rectangles(narrow, f"svg-focus {svg.KEY}")
+    px, py, pw, ph = hits[s["cut"]]
+    assert outline == pytest.approx((px + 1, py + 1, pw - 2, ph - 2), abs=0.1)
+    assert len({float(r.get("x")) for r in ET.fromstring(wide.svg).iter(f"{SVG}rect") if r.get("data-set")}) == 3
+    assert len(rectangles(wide, f"svg-focus {svg.KEY}")) == 1
 
 
 # --------------------------------------------------------------------------- Figure 03
@@ -204,6 +256,31 @@ def test_figure_03_no_label_runs_off_the_drawing(changes):
         width = 0.62 * (13 if "svg-title" in css else 12) * len(text)
         left = x - {"start": 0, "middle": width / 2, "end": width}[anchor]
         assert 0 <= left and left + width <= 720, text
+
+
+@pytest.mark.parametrize("changes", [{}, {"step": 0}, {"N": 1024, "size": 1_000_000}, {"op": "alltoall", "step": 1},
+                                     {"op": "reducescatter", "algo": "tree", "step": 1, "N": 512}])
+def test_figure_03_on_a_phone_draws_320_wide_keeps_the_capped_notice_and_marks_the_steps_movement(changes):
+    """Issue 34: the 720-unit drawing scrolled sideways on a phone. Narrow, it is 320 wide with
+    every text inside it, the "Capped" notice still drawn (wrapped) when N is above 8, and the
+    step's data movement (its arrows and landing chunks; before step 1, the data) svg-key."""
+    from figures import svg
+
+    figure = registry()[3]
+    s = figure.validate_state({**figure.default_state(), **changes})
+    narrow = figure.render(s, narrow=True)
+    assert ET.fromstring(narrow.svg).get("viewBox").split()[2] == "320"
+    boxes = text_boxes(narrow)
+    assert all(inside(box, narrow) for _, box in boxes), [t for t, box in boxes if not inside(box, narrow)]
+    drawn = " ".join(t for t, _ in boxes)
+    assert ("Capped: drawn on 8 ranks; at N =" in drawn) == (s["N"] > 8)
+    if s["N"] > 8:  # and how many steps N takes, as the text alternative says
+        assert re.search(r"takes ([\d,]+) steps", narrow.alt).group(1) + " steps" in drawn
+    keys = [p.get("class") for p in ET.fromstring(narrow.svg).iter(f"{SVG}path") if svg.KEY in (p.get("class") or "")]
+    if s["step"]:
+        assert "stroke-comm svg-key" in keys and any(k.startswith("svg-arrow") for k in keys)
+    else:
+        assert keys and all(k.startswith("fill-rank") for k in keys)
 
 
 def test_figure_03_all_to_all_swaps_bow_apart_instead_of_drawing_one_line():

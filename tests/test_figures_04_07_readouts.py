@@ -109,6 +109,24 @@ def test_05_draws_one_bar_per_bucket_on_each_lane_and_marks_the_tail():
         assert tail and len(paths(rendered, "fill-exposed")) == 1
 
 
+def test_04_and_05_mark_their_point_for_a_phone_and_keep_its_controls_in_view():
+    """Issue 34: Figures 04 and 05 already fit a phone; their drawings now mark the element that
+    carries the point (svg.KEY): the step's grid of microbatches, one column per drawn rank; the
+    backward pass's end and, where there is one, the exposed tail after it."""
+    from figures import registry, svg
+
+    for changes in ({}, {"dp": 1024, "accum": 64}, {"dp": 2}):
+        state, rendered = render(4, **changes)
+        columns = paths(rendered, svg.KEY)
+        assert len(columns) == min(state["dp"], 16) and all(p.get("d").count("z") == min(state["accum"], 16) for p in columns)
+        assert registry()[4].render(state, narrow=True).svg == rendered.svg  # compact already: one drawing for both
+    for changes in ({"bucket_mb": 1}, {"bucket_mb": 25}, {"bucket_mb": 1024}, {"bw_GBps": 1000, "backward_ms": 10000}):
+        _, rendered = render(5, **changes)
+        assert len(paths(rendered, f"svg-ink {svg.KEY}")) == 1
+        assert len(paths(rendered, f"fill-exposed {svg.KEY}")) == (values(rendered)["exposed_comm_s"] > 0)
+    assert (registry()[4].primary, registry()[5].primary) == (("dp", "variant"), ("bucket_mb", "bw_GBps"))
+
+
 # --- Figure 06 --------------------------------------------------------------------------------
 
 def _resources(state):
