@@ -7,7 +7,8 @@ import pytest
 
 from figures import registry
 from models import activations, context, fmt, tensor
-from tests.figure_views import SVG, inside, overlap as boxes_overlap, paths, shapes, text_boxes, texts, values, view
+from tests.figure_views import (SVG, inside, overlap as boxes_overlap, paths, shapes, subpaths, text_boxes, texts,
+                                values, view)
 from tests.published_cases import published_cases
 
 GiB = 2**30
@@ -122,6 +123,37 @@ def test_figure_12_labels_stay_in_the_drawing(changes):
     boxes = text_boxes(v)
     assert [t for t, box in boxes if not inside(box, v)] == []
     assert not any(t.endswith("000 ms") for t, _ in boxes)
+
+
+@pytest.mark.parametrize("gpus", [4, 8, 16, 72])
+def test_figure_12_on_a_phone_lays_the_bars_down_and_keeps_the_node_edge_in_view(gpus):
+    """Issue 34: a phone hid the node edge in a sideways scroller. Narrow, each T is a row
+    (time across, 320 units wide), the chosen T still outlined and clickable, and the key
+    element (svg-key) is the dashed edge with its fabrics' names and the bars either side;
+    where every T fits in one node, the chosen bar."""
+    figure = registry()[12]
+    state = figure.validate_state({**figure.default_state(), "gpus": gpus})
+    wide, narrow = figure.render(state), figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert float(root.get("viewBox").split()[2]) == 320 and inside_all(narrow)
+    rows = [p for p in root.iter(SVG + "rect") if p.get("data-set")]
+    assert [p.get("data-set") for p in rows] == [f"T={t}" for t in (1, 2, 4, 8, 16, 32, 64)]
+    assert all(float(p.get("width")) == 320 for p in rows)  # a row each, one under the other
+    assert [float(p.get("y")) for p in rows] == sorted(float(p.get("y")) for p in rows)
+    assert shapes(narrow, "fill-forward") == shapes(wide, "fill-forward") == 7
+    assert shapes(narrow, "fill-inter") == shapes(wide, "fill-inter")
+    [key] = [node for node in root.iter() if "svg-key" in (node.get("class") or "").split()]
+    outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > gpus)
+    if outside:
+        held = [t.text for t in key.iter(SVG + "text")]
+        assert held == ["\u2191 NVLink 4", "\u2193 InfiniBand NDR 400 Gb/s"]
+        assert sum(subpaths(p.get("d")) for p in key.iter(SVG + "path") if "fill-" in (p.get("class") or "")) == 6
+    else:
+        assert key.tag == SVG + "path" and "svg-ink-stroke" in key.get("class")  # the chosen bar's outline
+
+
+def inside_all(view):
+    return all(inside(box, view) for _, box in text_boxes(view))
 
 
 # ---- Figure 13 ------------------------------------------------------------------------------------
