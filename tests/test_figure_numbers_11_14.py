@@ -217,6 +217,32 @@ def test_figure_13_draws_the_collectives_of_each_layout(sp):
     assert shapes(view(13, sp=sp, t=1), "fill-comm") == 2  # t = 1: only the two byte bars, no collectives
 
 
+@pytest.mark.parametrize("sp", [False, True])
+def test_figure_13_on_a_phone_runs_each_block_down_a_column_and_keeps_the_strips_in_view(sp):
+    """Issue 34: narrow, the drawing is 320 units wide, each block's regions run down a
+    column (the two blocks side by side), and the key element (svg-key) holds both strips
+    with every region's name, what it holds and the collectives; the byte bars stay below it."""
+    figure = registry()[13]
+    state = figure.validate_state({**figure.default_state(), "sp": sp})
+    wide, narrow = figure.render(state), figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert float(root.get("viewBox").split()[2]) == 320
+    assert all(inside(box, narrow) for _, box in text_boxes(narrow))
+    [key] = [node for node in root.iter() if "svg-key" in (node.get("class") or "").split()]
+    held = [(t.text, float(t.get("x")), float(t.get("y"))) for t in key.iter(SVG + "text")]
+    names = ["LayerNorm", "AllGather" if sp else "identity", "attention", "ReduceScatter" if sp else "AllReduce",
+             "dropout + add"]
+    column = [(x, y) for text, x, y in held if text in names]
+    assert [text for text, _, _ in held if text in names][:5] == names  # attention block, top to bottom
+    assert len(column) == 9 and len({x for x, _ in column[:5]}) == 1  # down one column...
+    assert [y for _, y in column[:5]] == sorted(y for _, y in column[:5])
+    assert column[5][0] > column[0][0] + 140 and column[5][1] == column[0][1]  # ...the MLP block beside it
+    assert [text for text, _, _ in held].count("s/t \u00d7 h" if sp else "s \u00d7 h, whole") == 4
+    bars = [t for t in root.iter(SVG + "text") if t.text == "sent per device in the forward pass"]
+    assert bars and float(bars[0].get("y")) > max(y for _, _, y in held)
+    assert sorted(texts(narrow)) == sorted(texts(wide))  # the same words, laid out again
+
+
 def test_figure_13_snaps_heads_and_degree_to_divisors():
     figure = registry()[13]
     state = figure.validate_state({**figure.default_state(), "h": 25600, "a": 96, "t": 32})
