@@ -173,7 +173,8 @@ def _rows(times, chosen, intra, network):
         if svg.text_width(below, soft) > ROWS_WIDTH:
             below = "\u2193 network"
         parts.append(svg.group([*_fills(key_segments),
-                                svg.segments([(0, line, ROWS_WIDTH, line)], class_="svg-ink-stroke", stroke_dasharray="4 3"),
+                                svg.segments([(0, line, ROWS_WIDTH, line)], class_="svg-ink-stroke",
+                                             stroke_dasharray="4 3"),
                                 svg.texts(((0, line - 5, f"\u2191 {intra}"), (0, line + 14, below)),
                                           class_="svg-label-soft")], class_=svg.KEY))
     else:

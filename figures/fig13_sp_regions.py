@@ -107,7 +107,8 @@ def _strip(ink, t, sp, kept, narrow):
                 ink.pills.setdefault("fill-comm" if kind != "identity" else "svg-neutral-fill", []).append(
                     (x + 2, y + pill, width - 4, 24))
                 ink.labels.append((x + width / 2, y + pill + 16, kind))
-                ink.soft.append((x + width - 14, y + pill + 16, operator) if narrow else (x + width / 2, y + 60, operator))
+                ink.soft.append((x + width - 14, y + pill + 16, operator) if narrow
+                                else (x + width / 2, y + 60, operator))
             else:
                 ink.outlines.append((x, y, width, 64))
                 ink.labels.append((x + width / 2, y + 15, name.format(block=block)))
