@@ -68,14 +68,32 @@ def _fills(segments):
 
 
 def _lines(content, width, size):
-    """``content`` broken at spaces into lines no wider than ``width`` at ``size``."""
-    lines = [""]
+    """``content`` broken at spaces into the fewest lines no wider than ``width`` at
+    ``size``, as even in length as they can be (no last line of one word). A number stays
+    on the line of the word after it (its unit)."""
+    words = []
     for word in content.split(" "):
-        wider = f"{lines[-1]} {word}".strip()
-        if lines[-1] and svg.text_width(wider, size) > width:
-            lines.append(word)
+        if words and words[-1][-1:].isdigit():
+            words[-1] += " " + word
         else:
-            lines[-1] = wider
+            words.append(word)
+
+    def greedy(limit):
+        lines = [""]
+        for word in words:
+            wider = f"{lines[-1]} {word}".strip()
+            if lines[-1] and svg.text_width(wider, size) > limit:
+                lines.append(word)
+            else:
+                lines[-1] = wider
+        return lines
+
+    lines = greedy(width)
+    while len(lines) > 1 and width > 0:  # narrow the measure while it takes no more lines
+        width -= 4
+        if len(greedy(width)) > len(lines):
+            break
+        lines = greedy(width)
     return lines
 
 
@@ -133,7 +151,7 @@ def _rows(times, chosen, intra, network):
     inside = sum(1 for t in times if not t.crosses_node)
     edge = inside < len(times)
     head = [] if edge else _lines(f"every T up to 64 fits in one {intra} domain", ROWS_WIDTH, label)
-    top = 20 + 16 * len(head)  # under the note that every T fits, and the "GEMM eff." heading
+    top = 20 + (16 * len(head) + 4 if head else 0)  # under the note that every T fits, and "GEMM eff."
     row_y = lambda i: top + i * ROW + (EDGE_GAP if edge and i >= inside else 0)  # noqa: E731
     base = row_y(len(times)) + 2
     # the longest bar as long as its time label, right of it, lets it be; grid lines at a

@@ -121,24 +121,15 @@ def _strip(ink, t, sp, kept, narrow):
     return y + 16 if narrow else 26 + 2 * 92  # where a third row of boxes would start
 
 
-def _lines(content, width, size):
-    """``content`` broken at spaces into lines no wider than ``width`` at ``size``."""
-    lines = [""]
-    for word in content.split(" "):
-        wider = f"{lines[-1]} {word}".strip()
-        if lines[-1] and svg.text_width(wider, size) > width:
-            lines.append(word)
-        else:
-            lines[-1] = wider
-    return lines
-
-
 def _bytes(ink, layer, comm, sp, recompute, below, width):
     """The bytes kept for the backward pass and sent in the forward pass, with SP and
     without (the chosen layout's outlined), under ``below``, in ``width``. Returns the
     drawing's height."""
-    heading = "kept for backward per layer, per device" + ("" if recompute == "none" else f" ({recompute} recompute)")
-    lines = _lines(heading, width - LEFT, svg.LABEL_SIZES["svg-label"])
+    lines = ["kept for backward per layer, per device"]
+    if recompute != "none":  # on the heading's line where it fits (wide), else under it
+        lines.append(f"({recompute} recompute)")
+        if svg.text_width(" ".join(lines), svg.LABEL_SIZES["svg-label"]) <= width - LEFT:
+            lines = [" ".join(lines)]
     top = below - 8 + 16 * len(lines)  # 218 in the wide drawing: one heading line under the strips
     ink.heads += [(LEFT, top - 10 - 16 * (len(lines) - 1 - n), line) for n, line in enumerate(lines)]
     scale = (width - LEFT - 150) / max(layer[False].total_bytes, 1.0)

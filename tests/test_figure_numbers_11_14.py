@@ -7,8 +7,8 @@ import pytest
 
 from figures import registry
 from models import activations, context, fmt, tensor
-from tests.figure_views import (SVG, inside, overlap as boxes_overlap, paths, shapes, subpaths, text_boxes, texts,
-                                values, view)
+from tests.figure_views import (SVG, inside, overlap as boxes_overlap, paths, rectangles, shapes, subpaths, text_boxes,
+                                texts, values, view)
 from tests.published_cases import published_cases
 
 GiB = 2**30
@@ -135,7 +135,8 @@ def test_figure_12_on_a_phone_lays_the_bars_down_and_keeps_the_node_edge_in_view
     state = figure.validate_state({**figure.default_state(), "gpus": gpus})
     wide, narrow = figure.render(state), figure.render(state, narrow=True)
     root = ET.fromstring(narrow.svg)
-    assert float(root.get("viewBox").split()[2]) == 320 and inside_all(narrow)
+    assert float(root.get("viewBox").split()[2]) == 320
+    assert all(inside(box, narrow) for _, box in text_boxes(narrow))
     rows = [p for p in root.iter(SVG + "rect") if p.get("data-set")]
     assert [p.get("data-set") for p in rows] == [f"T={t}" for t in (1, 2, 4, 8, 16, 32, 64)]
     assert all(float(p.get("width")) == 320 for p in rows)  # a row each, one under the other
@@ -150,10 +151,6 @@ def test_figure_12_on_a_phone_lays_the_bars_down_and_keeps_the_node_edge_in_view
         assert sum(subpaths(p.get("d")) for p in key.iter(SVG + "path") if "fill-" in (p.get("class") or "")) == 6
     else:
         assert key.tag == SVG + "path" and "svg-ink-stroke" in key.get("class")  # the chosen bar's outline
-
-
-def inside_all(view):
-    return all(inside(box, view) for _, box in text_boxes(view))
 
 
 # ---- Figure 13 ------------------------------------------------------------------------------------
@@ -330,3 +327,29 @@ def test_figure_14_times_have_a_log_axis_in_seconds_and_the_compute_the_ring_hid
     assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:]), \
         [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)]
 
+
+
+@pytest.mark.parametrize("changes", FIG14_EXTREMES)
+def test_figure_14_on_a_phone_stacks_the_panels_and_keeps_the_time_chart_in_view(changes):
+    """Issue 34: narrow, the drawing is 320 units wide, the ring's two panels and Ulysses'
+    two sit side by side at 140 units, long texts wrap, and the time chart is the key
+    element (svg-key): the compute line, both schemes' series and the chosen C's values,
+    short enough to fit a phone's screen under its controls; its legend follows below it."""
+    figure = registry()[14]
+    state = figure.validate_state({**figure.default_state(), **changes})
+    narrow = figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert float(root.get("viewBox").split()[2]) == 320
+    assert [t for t, box in text_boxes(narrow) if not inside(box, narrow)] == []
+    [key] = [node for node in root.iter() if "svg-key" in (node.get("class") or "").split()]
+    drawn = {(p.get("class") or "") for p in key.iter(SVG + "path")}
+    assert {"svg-ink svg-dash", "stroke-comm", "stroke-exposed"} <= drawn
+    held = [t.text for t in key.iter(SVG + "text")]
+    compute = values(figure.render(state))["attention_compute_s"]
+    assert f"compute {fmt.duration(compute)}" in held and f"C={state['C']}" in held
+    ys = [box[1] for t, box in text_boxes(narrow) if t in held]
+    assert (max(ys) - min(ys) + 40) * 353 / 320 <= 450  # on a 390 px phone, below its controls
+    legend = [box[1] for t, box in text_boxes(narrow) if t.startswith("ring attention's sends")]
+    assert legend and legend[0] > max(ys)
+    outlines = rectangles(narrow, "svg-ink-stroke")[:4]  # score matrix, schedule, Ulysses before and after
+    assert [w for _, _, w, _ in outlines] == [140] * 4 and outlines[0][1] == outlines[1][1]
