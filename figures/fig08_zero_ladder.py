@@ -36,6 +36,7 @@ CONTROLS = (
     Select("gpu", "GPU (its HBM is the dashed line)", options=tuple((k, g.name) for k, g in hardware.GPUS.items()),
            default="h100_sxm"),
 )
+PRIMARY = ("N", "params")  # how many ways the state is sharded, and how big it is
 
 PARTS = (("params", "Parameters"), ("grads", "Gradients"), ("optimizer", "Optimizer state"))  # palette keys
 

@@ -35,10 +35,14 @@ CONTROLS = (
     Select("gpu", "GPU", options=tuple((k, hardware.GPUS[k].name) for k in GPUS), default="h100_sxm"),
     Select("inter", "Network", options=tuple((k, hardware.LINKS[k].name) for k in NETWORK_LINKS), default="ib_ndr"),
 )
+PRIMARY = ("T", "gpus")  # the bar to read, and where the node edge falls
 
 WIDTH, LEFT, TOP, PLOT_HEIGHT = 460, 64, 30, 250
 SLOT = (WIDTH - LEFT - 8) / len(DEGREES)
 BAR = 34
+# On a phone (render(narrow=True)) the bars lie down: one row per T, time across, the node
+# edge a dashed line between two rows with its two fabrics named above and below it.
+ROWS_WIDTH, ROWS_LEFT, ROW, ROW_BAR, EDGE_GAP = 320, 84, 30, 22, 36
 
 
 def _tick(seconds, top_s):
@@ -48,10 +52,53 @@ def _tick(seconds, top_s):
     return f"{fmt.decimal(seconds * 1e3)} ms" if top_s >= 1e-3 else f"{fmt.decimal(seconds * 1e6)} \u00b5s"
 
 
-def render(state):
-    times = [tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], t, gpu=state["gpu"],
-                                  gpus_per_node=state["gpus"], inter_link=state["inter"]) for t in DEGREES]
-    chosen = times[DEGREES.index(state["T"])]
+def _stack(t):
+    """A bar's parts, from its base: colour key and seconds."""
+    return (("forward", t.forward_compute_s), ("backward", t.backward_compute_s),
+            ("inter" if t.crosses_node else "intra", t.comm_s))
+
+
+def _fills(segments):
+    """The bars' parts, one path per colour (faded: every bar but the chosen T's)."""
+    parts = []
+    for key, boxes in sorted(segments.items()):
+        colour, faded = key.split("-")[0], key.endswith("-faded")
+        parts.append(svg.boxes(boxes, class_=f"fill-{colour}", fill_opacity=0.35 if faded else None))
+    return parts
+
+
+def _lines(content, width, size):
+    """``content`` broken at spaces into the fewest lines no wider than ``width`` at
+    ``size``, as even in length as they can be (no last line of one word). A number stays
+    on the line of the word after it (its unit)."""
+    words = []
+    for word in content.split(" "):
+        if words and words[-1][-1:].isdigit():
+            words[-1] += " " + word
+        else:
+            words.append(word)
+
+    def greedy(limit):
+        lines = [""]
+        for word in words:
+            wider = f"{lines[-1]} {word}".strip()
+            if lines[-1] and svg.text_width(wider, size) > limit:
+                lines.append(word)
+            else:
+                lines[-1] = wider
+        return lines
+
+    lines = greedy(width)
+    while len(lines) > 1 and width > 0:  # narrow the measure while it takes no more lines
+        width -= 4
+        if len(greedy(width)) > len(lines):
+            break
+        lines = greedy(width)
+    return lines
+
+
+def _columns(times, chosen, intra, network):
+    """The wide drawing: a column per T, time up. Returns its parts and height."""
     step = svg.ticks(0, max(t.layer_s for t in times), 6)[1]  # a round grid step, five or fewer to the top
     top_s = step * math.ceil(max(t.layer_s for t in times) / step)
     scale = PLOT_HEIGHT / top_s
@@ -62,8 +109,7 @@ def render(state):
         x = LEFT + i * SLOT + (SLOT - BAR) / 2
         faded = "" if t.tp == chosen.tp else "-faded"
         y = base
-        for key, seconds in (("forward", t.forward_compute_s), ("backward", t.backward_compute_s),
-                             ("inter" if t.crosses_node else "intra", t.comm_s)):
+        for key, seconds in _stack(t):
             segments.setdefault(key + faded, []).append((x, y - seconds * scale, BAR, seconds * scale))
             y -= seconds * scale
         labels.append((x + BAR / 2, y - 5, fmt.duration(t.layer_s)))
@@ -74,20 +120,18 @@ def render(state):
                            for v in (k * step for k in range(int(round(top_s / step)) + 1))], class_="svg-axis"),
              svg.texts(((LEFT - 6, base - k * step * scale + 4, _tick(k * step, top_s))
                         for k in range(int(round(top_s / step)) + 1)), class_="svg-label-soft", text_anchor="end")]
-    for key, boxes in sorted(segments.items()):
-        colour, faded = key.split("-")[0], key.endswith("-faded")
-        parts.append(svg.boxes(boxes, class_=f"fill-{colour}", fill_opacity=0.35 if faded else None))
+    parts += _fills(segments)
+    inside = [t.tp for t in times if not t.crosses_node]
     x = LEFT + DEGREES.index(chosen.tp) * SLOT + (SLOT - BAR) / 2
     parts.append(svg.boxes([(x, base - chosen.layer_s * scale, BAR, chosen.layer_s * scale)], fill="none",
-                           class_="svg-ink-stroke", stroke_width=1.5))
+                           class_="svg-ink-stroke" if len(inside) < len(DEGREES) else f"svg-ink-stroke {svg.KEY}",
+                           stroke_width=1.5))
     parts.append(svg.texts(labels, class_="svg-label", text_anchor="middle"))
     parts.append(svg.text(0, base + 31, "GEMM eff.", class_="svg-label-soft"))
-    inside = [t.tp for t in times if not t.crosses_node]
-    intra = hardware.LINKS[hardware.gpu(state["gpu"]).scale_up_link].short_name
-    network = hardware.LINKS[state["inter"]].short_name
     if len(inside) < len(DEGREES):  # the node boundary, between the last T that fits and the first that does not
         edge = LEFT + len(inside) * SLOT
-        parts.append(svg.segments([(edge, TOP - 20, edge, base + 36)], class_="svg-ink-stroke", stroke_dasharray="4 3"))
+        parts.append(svg.segments([(edge, TOP - 20, edge, base + 36)], class_=f"svg-ink-stroke {svg.KEY}",
+                                  stroke_dasharray="4 3"))
         parts.append(svg.text(edge - 6, TOP - 10, f"< {intra}", class_="svg-label-soft", text_anchor="end"))
         beyond = f"{network} >"  # named in full where it fits right of the edge, else "network"
         if edge + 6 + svg.text_width(beyond, svg.LABEL_SIZES["svg-label-soft"]) > WIDTH:
@@ -96,6 +140,76 @@ def render(state):
     else:
         parts.append(svg.text(LEFT, TOP - 10, f"every T up to 64 fits in one {intra} domain", class_="svg-label"))
     parts.append(svg.hit_areas(hits, class_="svg-hit"))
+    return parts, base + 44
+
+
+def _rows(times, chosen, intra, network):
+    """The narrow drawing: a row per T, time across, the node edge between two rows (the
+    key: the dashed line, its fabrics' names and the bars either side). Returns its parts
+    and height."""
+    soft, label = svg.LABEL_SIZES["svg-label-soft"], svg.LABEL_SIZES["svg-label"]
+    inside = sum(1 for t in times if not t.crosses_node)
+    edge = inside < len(times)
+    head = [] if edge else _lines(f"every T up to 64 fits in one {intra} domain", ROWS_WIDTH, label)
+    top = 20 + (16 * len(head) + 4 if head else 0)  # under the note that every T fits, and "GEMM eff."
+    row_y = lambda i: top + i * ROW + (EDGE_GAP if edge and i >= inside else 0)  # noqa: E731
+    base = row_y(len(times)) + 2
+    # the longest bar as long as its time label, right of it, lets it be; grid lines at a
+    # round step, three or four of them
+    room = ROWS_WIDTH - ROWS_LEFT
+    scale = min((room - 5 - svg.text_width(fmt.duration(t.layer_s), label)) / t.layer_s for t in times)
+    longest = max(t.layer_s for t in times)
+    step = svg.ticks(0, longest, 4)[1]
+    top_s = step * math.ceil(longest / step)
+    grid = [k * step for k in range(int(round(top_s / step)) + 1) if k * step * scale <= room - 20]
+    segments, key_segments = {}, {}
+    labels, effs, hits = [], [], []
+    for i, t in enumerate(times):
+        y = row_y(i) + (ROW - ROW_BAR) / 2
+        faded = "" if t.tp == chosen.tp else "-faded"
+        into = key_segments if edge and i in (inside - 1, inside) else segments
+        x = ROWS_LEFT
+        for key, seconds in _stack(t):
+            into.setdefault(key + faded, []).append((x, y, seconds * scale, ROW_BAR))
+            x += seconds * scale
+        labels.append((x + 5, y + ROW_BAR / 2 + 4, fmt.duration(t.layer_s)))
+        labels.append((0, y + ROW_BAR / 2 + 4, f"T = {t.tp}"))
+        effs.append((ROWS_LEFT - 6, y + ROW_BAR / 2 + 4, fmt.percent(t.gemm_efficiency, 0)))
+        hits.append((0, row_y(i), ROWS_WIDTH, ROW, f"T={t.tp}", f"show T = {t.tp}"))
+    spans = ((top - 4, row_y(inside) - EDGE_GAP), (row_y(inside), base)) if edge else ((top - 4, base),)
+    parts = [svg.segments([(ROWS_LEFT + v * scale, y0, ROWS_LEFT + v * scale, y1) for v in grid for y0, y1 in spans],
+                          class_="svg-axis"),
+             svg.texts(((ROWS_LEFT + v * scale, base + 15, _tick(v, top_s)) for v in grid), class_="svg-label-soft",
+                       text_anchor="middle")]
+    parts += _fills(segments)
+    y = row_y(DEGREES.index(chosen.tp)) + (ROW - ROW_BAR) / 2
+    parts.append(svg.boxes([(ROWS_LEFT, y, chosen.layer_s * scale, ROW_BAR)], fill="none",
+                           class_="svg-ink-stroke" if edge else f"svg-ink-stroke {svg.KEY}", stroke_width=1.5))
+    if edge:  # the dashed node edge across the gap, its fabrics named above and below it
+        line = row_y(inside) - EDGE_GAP / 2
+        below = f"\u2193 {network}"
+        if svg.text_width(below, soft) > ROWS_WIDTH:
+            below = "\u2193 network"
+        parts.append(svg.group([*_fills(key_segments),
+                                svg.segments([(0, line, ROWS_WIDTH, line)], class_="svg-ink-stroke",
+                                             stroke_dasharray="4 3"),
+                                svg.texts(((0, line - 5, f"\u2191 {intra}"), (0, line + 14, below)),
+                                          class_="svg-label-soft")], class_=svg.KEY))
+    else:
+        parts.append(svg.texts(((0, 14 + 16 * n, text) for n, text in enumerate(head)), class_="svg-label"))
+    parts.append(svg.texts(labels, class_="svg-label"))
+    parts.append(svg.texts(effs + [(ROWS_LEFT - 6, top - 8, "GEMM eff.")], class_="svg-label-soft", text_anchor="end"))
+    parts.append(svg.hit_areas(hits, class_="svg-hit"))
+    return parts, base + 24
+
+
+def render(state, narrow=False):
+    times = [tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], t, gpu=state["gpu"],
+                                  gpus_per_node=state["gpus"], inter_link=state["inter"]) for t in DEGREES]
+    chosen = times[DEGREES.index(state["T"])]
+    intra = hardware.LINKS[hardware.gpu(state["gpu"]).scale_up_link].short_name
+    network = hardware.LINKS[state["inter"]].short_name
+    parts, height = (_rows if narrow else _columns)(times, chosen, intra, network)
     readouts = (
         Readout("layer_time_s", f"layer time at T = {chosen.tp}", fmt.duration(chosen.layer_s), chosen.layer_s),
         Readout("tp_comm_fraction", "spent in AllReduces", fmt.percent(chosen.comm_fraction),
@@ -115,4 +229,5 @@ def render(state):
            f"b = {state['micro']}: " + ", ".join(f"T = {t.tp} {fmt.duration(t.layer_s)}" for t in times)
            + f". At T = {chosen.tp}, {fmt.percent(chosen.comm_fraction)} of it is AllReduce "
            + (f"on the network ({network})." if chosen.crosses_node else f"inside the node ({intra})."))
-    return View(svg=svg.document(WIDTH, base + 44, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)
+    return View(svg=svg.document(ROWS_WIDTH if narrow else WIDTH, height, parts, label=alt, class_="svg-narrow"),
+                readouts=readouts, alt=alt)

@@ -33,6 +33,7 @@ CONTROLS = (
     Select("recompute", "Recompute", options=(("none", "none"), ("selective", "selective (attention scores)"),
                                               ("full", "full (keep the layer input)")), default="none"),
 )
+PRIMARY = ("sp", "t")  # the layout, and how many ways it splits
 
 
 def constrain(state):
@@ -55,6 +56,26 @@ BOXES = (("LayerNorm", "sp", 80), ("entry", "pill", 86), ("{block}", "tp", 96), 
          ("dropout + add", "sp", 96))
 PARTS = (("outside_tp_bytes", "LayerNorm, dropout, residual"), ("inside_tp_bytes", "inside attention and MLP"),
          ("attention_scores_bytes", "attention scores"))
+# On a phone (render(narrow=True)) each block's strip runs down a column, the two blocks
+# side by side, and the byte bars below are drawn 320 units wide.
+NARROW_WIDTH, COLUMN, REGION, PILL, GAP = 320, 150, 64, 28, 4
+
+
+class _Ink:
+    """What a part of the drawing puts on the page, by kind: filled boxes by colour key,
+    collective pills by class, outlines, and texts (labels, headings, soft notes)."""
+
+    def __init__(self):
+        self.fills, self.pills, self.outlines, self.heads, self.labels, self.soft = {}, {}, [], [], [], []
+
+    def parts(self, key_labels=False):
+        parts = [svg.boxes(boxes, class_=css, fill_opacity=0.4) for css, boxes in sorted(self.pills.items())]
+        parts += [svg.boxes(boxes, class_=f"fill-{key}") for key, boxes in sorted(self.fills.items())]
+        return parts + [svg.boxes(self.outlines, fill="none", class_="svg-ink-stroke"),
+                        svg.texts(self.labels, class_=f"svg-label {svg.KEY}" if key_labels else "svg-label",
+                                  text_anchor="middle"),
+                        svg.texts(self.heads, class_="svg-label"),
+                        svg.texts(self.soft, class_="svg-label-soft", text_anchor="middle")]
 
 
 def _glyph(x, y, region, sp, t, fills, outlines):
@@ -68,59 +89,87 @@ def _glyph(x, y, region, sp, t, fills, outlines):
         fills.setdefault("replicated", []).append((x, y, 40, 22))
 
 
-def render(state):
-    t, s, b, h, a, sp, recompute = (state[k] for k in ("t", "s", "b", "h", "a", "sp", "recompute"))
-    fills, pills, outlines, heads, labels, soft = {}, {}, [], [], [], []
-    kept = {"sp": "s/t \u00d7 h" if sp and t > 1 else "s \u00d7 h, whole", "tp": "s \u00d7 h/t" if t > 1 else "s \u00d7 h"}
+def _strip(ink, t, sp, kept, narrow):
+    """The attention and MLP blocks as strips of regions: wide, one row each; narrow, one
+    column each, side by side. Returns the y below them."""
     for row, block in enumerate(("attention", "MLP")):
-        x, y = LEFT, 26 + row * 92
-        heads.append((LEFT, y - 8, f"{block} block"))
+        x, y = (LEFT + row * (COLUMN + 8), 26) if narrow else (LEFT, 26 + row * 92)
+        ink.heads.append((x, y - 8, f"{block} block"))
         for name, region, width in BOXES:
+            width, height = (COLUMN, PILL if region == "pill" else REGION) if narrow else (width, 64)
             if region == "pill":
                 kind = ("AllGather" if name == "entry" else "ReduceScatter") if sp else (
                     "identity" if name == "entry" else "AllReduce")
                 if t == 1:
                     kind = "identity"
-                pills.setdefault("fill-comm" if kind != "identity" else "svg-neutral-fill", []).append((x + 2, y + 20, width - 4, 24))
-                labels.append((x + width / 2, y + 36, kind))
-                soft.append((x + width / 2, y + 60, ("g" if sp else "f") if name == "entry" else ("g\u0304" if sp else "f\u0304")))
+                operator = ("g" if sp else "f") if name == "entry" else ("g\u0304" if sp else "f\u0304")
+                pill = 2 if narrow else 20  # the pill's top in its cell; narrow, its operator sits inside it
+                ink.pills.setdefault("fill-comm" if kind != "identity" else "svg-neutral-fill", []).append(
+                    (x + 2, y + pill, width - 4, 24))
+                ink.labels.append((x + width / 2, y + pill + 16, kind))
+                ink.soft.append((x + width - 14, y + pill + 16, operator) if narrow
+                                else (x + width / 2, y + 60, operator))
             else:
-                outlines.append((x, y, width, 64))
-                labels.append((x + width / 2, y + 15, name.format(block=block)))
-                _glyph(x + width / 2 - 20, y + 22, region, sp, t, fills, outlines)
-                soft.append((x + width / 2, y + 58, kept[region]))
-            x += width + 5
+                ink.outlines.append((x, y, width, 64))
+                ink.labels.append((x + width / 2, y + 15, name.format(block=block)))
+                _glyph(x + width / 2 - 20, y + 22, region, sp, t, ink.fills, ink.outlines)
+                ink.soft.append((x + width / 2, y + 58, kept[region]))
+            if narrow:
+                y += height + GAP
+            else:
+                x += width + 5
+    return y + 16 if narrow else 26 + 2 * 92  # where a third row of boxes would start
+
+
+def _bytes(ink, layer, comm, sp, recompute, below, width):
+    """The bytes kept for the backward pass and sent in the forward pass, with SP and
+    without (the chosen layout's outlined), under ``below``, in ``width``. Returns the
+    drawing's height."""
+    lines = ["kept for backward per layer, per device"]
+    if recompute != "none":  # on the heading's line where it fits (wide), else under it
+        lines.append(f"({recompute} recompute)")
+        if svg.text_width(" ".join(lines), svg.LABEL_SIZES["svg-label"]) <= width - LEFT:
+            lines = [" ".join(lines)]
+    top = below - 8 + 16 * len(lines)  # 218 in the wide drawing: one heading line under the strips
+    ink.heads += [(LEFT, top - 10 - 16 * (len(lines) - 1 - n), line) for n, line in enumerate(lines)]
+    scale = (width - LEFT - 150) / max(layer[False].total_bytes, 1.0)
+    for i, v in enumerate((False, True)):
+        y, x = top + i * 30, LEFT + 64
+        ink.soft.append((LEFT + 30, y + 15, "with SP" if v else "TP only"))
+        for key, _ in PARTS:
+            length = getattr(layer[v], key) * scale
+            colour = {"outside_tp_bytes": "sp" if v else "replicated", "inside_tp_bytes": "tp",
+                      "attention_scores_bytes": "activations"}[key]
+            ink.fills.setdefault(colour, []).append((x, y, length, 20))
+            x += length
+        ink.soft.append((x + 34, y + 15, fmt.data_size(layer[v].total_bytes)))
+        if v == sp:
+            ink.outlines.append((LEFT + 64, y, x - LEFT - 64, 20))
+    y = top + 70
+    ink.heads.append((LEFT, y, "sent per device in the forward pass"))
+    for i, v in enumerate((False, True)):
+        length = comm[v] / max(comm[False], 1.0) * (width - LEFT - 150)
+        ink.fills.setdefault("comm", []).append((LEFT + 64, y + 10 + i * 22, length, 14))
+        ink.soft.append((LEFT + 30, y + 22 + i * 22, "with SP" if v else "TP only"))
+        ink.soft.append((LEFT + 98 + length, y + 22 + i * 22, fmt.data_size(comm[v]) if comm[v] else "none"))
+    return top + 128
+
+
+def render(state, narrow=False):
+    t, s, b, h, a, sp, recompute = (state[k] for k in ("t", "s", "b", "h", "a", "sp", "recompute"))
+    kept = {"sp": "s/t \u00d7 h" if sp and t > 1 else "s \u00d7 h, whole", "tp": "s \u00d7 h/t" if t > 1 else "s \u00d7 h"}
     layer = {v: activations.layer_activations(s, b, h, a, tp=t, sequence_parallel=v, recompute=recompute)
              for v in (False, True)}
     chosen = layer[sp]
     comm = {v: tensor.tp_forward_bytes_per_rank(b, s, h, t, sequence_parallel=v) for v in (False, True)}
-    top, scale = 218, (WIDTH - LEFT - 150) / max(layer[False].total_bytes, 1.0)
-    heads.append((LEFT, top - 10, "kept for backward per layer, per device" + ("" if recompute == "none" else f" ({recompute} recompute)")))
-    for i, v in enumerate((False, True)):
-        y, x = top + i * 30, LEFT + 64
-        soft.append((LEFT + 30, y + 15, "with SP" if v else "TP only"))
-        for key, _ in PARTS:
-            width = getattr(layer[v], key) * scale
-            colour = {"outside_tp_bytes": "sp" if v else "replicated", "inside_tp_bytes": "tp",
-                      "attention_scores_bytes": "activations"}[key]
-            fills.setdefault(colour, []).append((x, y, width, 20))
-            x += width
-        soft.append((x + 34, y + 15, fmt.data_size(layer[v].total_bytes)))
-        if v == sp:
-            outlines.append((LEFT + 64, y, x - LEFT - 64, 20))
-    y = top + 70
-    heads.append((LEFT, y, "sent per device in the forward pass"))
-    for i, v in enumerate((False, True)):
-        width = comm[v] / max(comm[False], 1.0) * (WIDTH - LEFT - 150)
-        fills.setdefault("comm", []).append((LEFT + 64, y + 10 + i * 22, width, 14))
-        soft.append((LEFT + 30, y + 22 + i * 22, "with SP" if v else "TP only"))
-        soft.append((LEFT + 98 + width, y + 22 + i * 22, fmt.data_size(comm[v]) if comm[v] else "none"))
-    parts = [svg.boxes(boxes, class_=css, fill_opacity=0.4) for css, boxes in sorted(pills.items())]
-    parts += [svg.boxes(boxes, class_=f"fill-{key}") for key, boxes in sorted(fills.items())]
-    parts += [svg.boxes(outlines, fill="none", class_="svg-ink-stroke"),
-              svg.texts(labels, class_="svg-label", text_anchor="middle"),
-              svg.texts(heads, class_="svg-label"),
-              svg.texts(soft, class_="svg-label-soft", text_anchor="middle")]
+    strip = _Ink()
+    bars = _Ink() if narrow else strip  # wide: one ink, drawn in the order it always was
+    below = _strip(strip, t, sp, kept, narrow)
+    height = _bytes(bars, layer, comm, sp, recompute, below, NARROW_WIDTH if narrow else WIDTH)
+    if narrow:  # the key: both strips, what each region holds and the collectives between them
+        parts = [svg.group(strip.parts(), class_=svg.KEY), *bars.parts()]
+    else:
+        parts = strip.parts(key_labels=True)  # the key: the regions' and collectives' names
     saving = activations.sp_saving_fraction(s, b, h, a, tp=t, recompute=recompute)
     baseline = activations.fraction_of_tp_baseline(s, b, h, a, tp=t, sequence_parallel=sp, recompute=recompute)
     collectives = ("2 ReduceScatter + 2 AllGather" if sp else "2 AllReduce") if t > 1 else "none (t = 1)"
@@ -140,4 +189,5 @@ def render(state):
            f"Activation bytes per layer: {fmt.data_size(layer[False].total_bytes)} without SP, "
            f"{fmt.data_size(layer[True].total_bytes)} with it ({recompute} recompute); "
            f"{fmt.data_size(comm[sp])} sent either way.")
-    return View(svg=svg.document(WIDTH, top + 128, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)
+    return View(svg=svg.document(NARROW_WIDTH if narrow else WIDTH, height, parts, label=alt, class_="svg-narrow"),
+                readouts=readouts, alt=alt)

@@ -2,6 +2,7 @@
 import math
 from functools import lru_cache
 from itertools import groupby
+from typing import NamedTuple
 
 from figures import palette, svg
 from figures.contract import Readout, Select, Slider, View
@@ -40,6 +41,7 @@ CONTROLS = (
     Select("inter", "Between nodes", options=tuple((k, hardware.LINKS[k].name) for k in NETWORK), default="ib_ndr"),
     Select("gpus", "GPUs per node", options=((4, "4"), (8, "8"), (16, "16"), (72, "72 (an NVL72 rack)")), default=8),
 )
+PRIMARY = ("C", "kv_heads")  # the ranks, and the KV heads that bound Ulysses
 
 
 def constrain(state):
@@ -56,14 +58,67 @@ def limits(state):
 WIDTH, LEFT, SIDE = 480, 6, 200
 
 
-def _causal_panel(x0, y0, work, fills, triangles):
+class _Layout(NamedTuple):
+    """Where the drawing's parts go: wide, or on a phone (render(narrow=True)), where the
+    panels are smaller, texts wrap, and the chart's legend moves under it."""
+
+    width: float
+    side: float  # of the score matrix and of the ring schedule
+    panels: tuple  # x of the left and the right panel
+    heads: tuple  # x of the captions over them
+    wrap: tuple = None  # widths the left and right column's texts wrap at (wide: one line each)
+
+
+WIDE = _Layout(WIDTH, SIDE, (LEFT + 14, LEFT + 264), (LEFT, LEFT + 250))
+NARROW = _Layout(320, 140, (12, 174), (LEFT, 166), (156, 146))
+
+
+def _lines(content, width, size):
+    """``content`` broken at spaces into the fewest lines no wider than ``width`` at
+    ``size``, as even in length as they can be (no last line of one word). A number stays
+    on the line of the word after it (its unit)."""
+    words = []
+    for word in content.split(" "):
+        if words and words[-1][-1:].isdigit():
+            words[-1] += " " + word
+        else:
+            words.append(word)
+
+    def greedy(limit):
+        lines = [""]
+        for word in words:
+            wider = f"{lines[-1]} {word}".strip()
+            if lines[-1] and svg.text_width(wider, size) > limit:
+                lines.append(word)
+            else:
+                lines[-1] = wider
+        return lines
+
+    lines = greedy(width)
+    while len(lines) > 1 and width > 0:  # narrow the measure while it takes no more lines
+        width -= 4
+        if len(greedy(width)) > len(lines):
+            break
+        lines = greedy(width)
+    return lines
+
+
+def _write(items, x, y, content, width, class_):
+    """Adds ``content`` at (x, y) to ``items``, broken into lines 16 units apart where a
+    ``width`` is given; returns how many lines it took."""
+    lines = [content] if width is None else _lines(content, width, svg.label_size(class_)[0])
+    items += [(x, y + 16 * n, line) for n, line in enumerate(lines)]
+    return len(lines)
+
+
+def _causal_panel(x0, y0, work, fills, triangles, side):
     """The s x s score matrix in chunks: row = query chunk (its rank's colour), column = key chunk."""
     chunks = work.ranks * (2 if work.layout == "two_chunks" else 1)
     owner = [0] * chunks
     for rank in range(work.ranks):
         for chunk in ((rank,) if work.layout == "contiguous" else (rank, chunks - 1 - rank)):
             owner[chunk] = rank
-    cell = SIDE / chunks
+    cell = side / chunks
     for q in range(chunks):
         key = palette.rank_key(owner[q])
         y = y0 + q * cell
@@ -73,9 +128,9 @@ def _causal_panel(x0, y0, work, fills, triangles):
         triangles.setdefault(key, []).append(((x, y), (x + cell, y + cell), (x, y + cell)))
 
 
-def _schedule_panel(x0, y0, work, fills):
+def _schedule_panel(x0, y0, work, fills, side):
     """Ring step (row) x rank (column): how many visible chunk pairs the rank computes then."""
-    cell = SIDE / work.ranks
+    cell = side / work.ranks
     most = max(max(row) for row in work.schedule)
     for step, row in enumerate(work.schedule):
         start = 0
@@ -90,46 +145,57 @@ CHART_LEFT, CHART_HEIGHT = LEFT + 58, 150  # the time chart's axis, and its heig
 REFERENCE_GPU = "h100_sxm"  # whose attention compute the ring hides behind
 
 
-def _time_chart(state, sweep, ok, top):
+def _time_chart(state, sweep, ok, top, layout):
     """Forward time per layer against C on a log axis: ring attention's sends and Ulysses'
     All-to-Alls, and the attention compute one rank does (the ring hides below that line).
-    Returns the parts and the y of the axis."""
+    Wide, the legend is over the chart; narrow, under it, and the chart (the key) is one
+    group. Returns the parts and the y the chart's last text ends above."""
     C, s, h, kv = state["C"], state["s"], state["h"], state["kv_heads"]
+    narrow = layout.wrap is not None
+    width = layout.width
     compute = [context.attention_compute_s(s, h, c, gpu=REFERENCE_GPU) for c in POWERS[:7]]
     legend = top + 6
-    base = legend + 48 + CHART_HEIGHT
+    base = (top + 24 if narrow else legend + 48) + CHART_HEIGHT  # narrow: a row over it names the network
     values = [v for t in sweep for v in (t.ring_s, t.ulysses_s) if v] + compute
     low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
     high += high == low
     y = lambda v: base - (math.log10(v) - low) / (high - low) * CHART_HEIGHT  # noqa: E731 (a log scale)
-    slot = (WIDTH - CHART_LEFT - 8) / 7
+    slot = (width - CHART_LEFT - 8) / 7
     x = lambda i: CHART_LEFT + (i + 0.5) * slot  # noqa: E731
     decades = range(low, high + 1, 1 if high - low <= 6 else 2)
     ring = [(x(i), y(t.ring_s)) for i, t in enumerate(sweep) if t.ring_s]
     ulysses = [(x(i), y(t.ulysses_s)) for i, t in enumerate(sweep) if t.ulysses_s]
     wait = [(x(i), y(v)) for i, v in enumerate(compute)]
     marks = [(px - 4, py - 4, 8, 8) for px, py in ring + ulysses]
-    parts = [
-        svg.segments([(CHART_LEFT, y(10.0 ** d), WIDTH - 8, y(10.0 ** d)) for d in decades], class_="svg-axis",
+    series = [
+        svg.segments([(CHART_LEFT, y(10.0 ** d), width - 8, y(10.0 ** d)) for d in decades], class_="svg-axis",
                      stroke_dasharray="1 3"),
-        svg.segments([(CHART_LEFT, base, WIDTH - 8, base)], class_="svg-axis"),
+        svg.segments([(CHART_LEFT, base, width - 8, base)], class_="svg-axis"),
         svg.polyline(wait, class_="svg-ink svg-dash", stroke_width=1.5),
         svg.polyline(ring, class_="stroke-comm", stroke_width=2),
         svg.polyline(ulysses, class_="stroke-exposed", stroke_width=2),
         svg.circles([(px, py, 4) for px, py in ring], class_="fill-comm"),
         svg.boxes([(px - 3.5, py - 3.5, 7, 7) for px, py in ulysses], class_="fill-exposed"),
-        # the legend: a mark of each series, then its meaning
-        svg.circles([(LEFT + 5, legend + 1, 4)], class_="fill-comm"),
-        svg.boxes([(LEFT + 1.5, legend + 13.5, 7, 7)], class_="fill-exposed"),
-        svg.segments([(LEFT, legend + 33, LEFT + 12, legend + 33)], class_="svg-ink svg-dash", stroke_width=1.5),
-        svg.texts(((LEFT + 16, legend + 5, "ring attention's sends: hidden while under the dashed line"),
-                   (LEFT + 16, legend + 21, "Ulysses' All-to-Alls: attention waits for them"),
-                   (LEFT + 16, legend + 37, f"attention compute of one rank ({hardware.gpu(REFERENCE_GPU).short_name}, "
-                                            f"{fmt.percent(context.ATTENTION_KERNEL_FRACTION, 0)} of peak)")),
-                  class_="svg-label-soft"),
+    ]
+    # the legend: a mark of each series, then its meaning (narrow: under the C axis, wrapped)
+    entries = ("ring attention's sends: hidden while under the dashed line",
+               "Ulysses' All-to-Alls: attention waits for them",
+               f"attention compute of one rank ({hardware.gpu(REFERENCE_GPU).short_name}, "
+               f"{fmt.percent(context.ATTENTION_KERNEL_FRACTION, 0)} of peak)")
+    rows, meanings = [], []
+    line = legend + 5 if not narrow else base + 40
+    for entry in entries:
+        rows.append(line)
+        line += 16 * _write(meanings, LEFT + 16, line, entry, width - LEFT - 16 if narrow else None, "svg-label-soft")
+    keys = [
+        svg.circles([(LEFT + 5, rows[0] - 4, 4)], class_="fill-comm"),
+        svg.boxes([(LEFT + 1.5, rows[1] - 7.5, 7, 7)], class_="fill-exposed"),
+        svg.segments([(LEFT, rows[2] - 4, LEFT + 12, rows[2] - 4)], class_="svg-ink svg-dash", stroke_width=1.5),
+        svg.texts(meanings, class_="svg-label-soft"),
     ]
     i = POWERS.index(C)
-    parts.append(svg.segments([(x(i), base - CHART_HEIGHT - 4, x(i), base)], class_="svg-ink", stroke_width=1))
+    chosen = [svg.segments([(x(i), base - CHART_HEIGHT - 4, x(i), base)], class_="svg-ink" if narrow else f"svg-ink {svg.KEY}",
+                           stroke_width=1)]
     labels = [svg.Label(CHART_LEFT - 6, y(10.0 ** d) + 4, fmt.duration(10.0 ** d), anchor="end", moves=()) for d in decades]
     labels += [svg.Label(x(j), base + 15, f"C={c}", anchor="middle", moves=(),
                          class_="svg-label" if c == C else "svg-label-soft") for j, c in enumerate(POWERS[:7])]
@@ -141,23 +207,35 @@ def _time_chart(state, sweep, ok, top):
                                     class_="svg-label svg-halo"))
     if not sweep[i].ring_s:
         labels.append(svg.Label(x(i) + 8, base - 6, "no sends at C = 1", class_="svg-label"))
-    if not ok:
+    if not ok and narrow:  # the KV heads' reason is in the readouts and over the Ulysses panels
+        labels.append(svg.Label(x(i) + 8, base - 6, f"no Ulysses past C = {kv}", alternatives=((x(i) - 8, base - 6, "end"),),
+                                class_="svg-label"))
+    elif not ok:
         labels.append(svg.Label(x(i) + 8, base - 6, f"no Ulysses past C = {kv}, one KV head each", class_="svg-label"))
     for j, t in enumerate(sweep):
         if t.crosses_node and not sweep[j - 1].crosses_node:
             edge = x(j) - slot / 2
-            parts.append(svg.segments([(edge, base - CHART_HEIGHT - 4, edge, base + 4)], class_="svg-ink-stroke",
-                                      stroke_dasharray="4 3"))
-            labels.append(svg.Label(edge + 4, base - CHART_HEIGHT + 6, f"{hardware.LINKS[t.link].short_name} \u2192",
-                                    alternatives=((edge - 4, base - CHART_HEIGHT + 6, "end"),), moves=("down",)))
-    parts.append(svg.labels(labels, (0, legend + 40, WIDTH, base + 20 - legend - 40), obstacles=marks))
-    return parts, base
+            chosen.append(svg.segments([(edge, base - CHART_HEIGHT - 4, edge, base + 4)], class_="svg-ink-stroke",
+                                       stroke_dasharray="4 3"))
+            network, row = f"{hardware.LINKS[t.link].short_name} \u2192", base - CHART_HEIGHT + 6
+            if narrow:  # over the chart, named in full where it fits beside the edge
+                row = base - CHART_HEIGHT - 14
+                if svg.text_width(network, svg.LABEL_SIZES["svg-label-soft"]) > max(edge - 4, width - edge - 4):
+                    network = "network \u2192"
+            labels.append(svg.Label(edge + 4, row, network, alternatives=((edge - 4, row, "end"),), moves=("down",)))
+    bounds = (0, base - CHART_HEIGHT - 26, width, 46 + CHART_HEIGHT) if narrow else (0, legend + 40, width, base + 20 - legend - 40)
+    if narrow:  # labels pushed in from the right edge go left of the chosen C instead of across its line
+        marks.append((x(i) - 1, base - CHART_HEIGHT - 4, 2, CHART_HEIGHT + 4))
+    chosen.append(svg.labels(labels, bounds, obstacles=marks))
+    if narrow:
+        return [svg.group(series + chosen, class_=svg.KEY), *keys], line - 16
+    return series + keys + chosen, base + 14
 
 
 _causal_work = lru_cache(maxsize=16)(context.causal_work)  # depends on C and the layout only
 
 
-def render(state):
+def render(state, narrow=False):
     C, s, h, heads, kv, layout = (state[k] for k in ("C", "s", "h", "heads", "kv_heads", "layout"))
     work = _causal_work(C, layout)
     ok = context.ulysses_fits(C, heads, kv)
@@ -169,36 +247,43 @@ def render(state):
     compute = context.attention_compute_s(s, h, C, gpu=REFERENCE_GPU)
     hidden = times.ring_s <= compute
     fills, triangles, labels, soft, edges = {}, {}, [], [], []
-    top = 40
+    at = NARROW if narrow else WIDE
+    (left, right), side = at.panels, at.side
+    wrap, full = (at.wrap, at.width - LEFT) if narrow else ((None, None), None)  # where texts wrap, if they do
     labels.append((LEFT, 14, "Ring attention"))
-    soft.append((LEFT, 30, "scores by query owner"))
-    soft.append((LEFT + 250, 30, "ring step (down) \u00d7 rank (across)"))
-    _causal_panel(LEFT + 14, top, work, fills, triangles)
-    _schedule_panel(LEFT + 264, top, work, fills)
-    soft.append((LEFT + 14, top + SIDE + 16, f"busiest rank / mean: {fmt.decimal(work.imbalance)}"))
+    lines = max(_write(soft, at.heads[0], 30, "scores by query owner", wrap[0], "svg-label-soft"),
+                _write(soft, at.heads[1], 30, "ring step (down) \u00d7 rank (across)", wrap[1], "svg-label-soft"))
+    top = 40 + 16 * (lines - 1)
+    _causal_panel(left, top, work, fills, triangles, side)
+    _schedule_panel(right, top, work, fills, side)
     idle = context.ring_idle_steps(work)[0]
-    soft.append((LEFT + 264, top + SIDE + 16, f"rank 0 idle for {idle} of {C} steps"))
-    y = top + SIDE + 50
-    labels.append((LEFT, y, "Ulysses: All-to-All from a split by tokens to a split by heads"))
-    before, after = (LEFT + 14, y + 14), (LEFT + 264, y + 14)
+    lines = max(_write(soft, left, top + side + 16, f"busiest rank / mean: {fmt.decimal(work.imbalance)}", wrap[0],
+                       "svg-label-soft"),
+                _write(soft, right, top + side + 16, f"rank 0 idle for {idle} of {C} steps", wrap[1], "svg-label-soft"))
+    y = top + side + 50 + 16 * (lines - 1)
+    y += 16 * (_write(labels, LEFT, y, "Ulysses: All-to-All from a split by tokens to a split by heads", full,
+                      "svg-label") - 1)
+    before, after = (left, y + 14), (right, y + 14)
     for r in range(C):  # before: rank r holds tokens r·s/C onward, every head
-        fills.setdefault(palette.rank_key(r), []).append((before[0], before[1] + r * 80 / C, SIDE, 80 / C))
+        fills.setdefault(palette.rank_key(r), []).append((before[0], before[1] + r * 80 / C, side, 80 / C))
     groups = C if ok else kv
     for g in range(groups):  # after: each rank whole KV heads over every token (past the KV heads: one each)
-        fills.setdefault(palette.rank_key(g), []).append((after[0] + g * SIDE / groups, after[1], SIDE / groups, 80))
-    soft.append((before[0], y + 110, f"by tokens: {s // C:,} per rank, all heads"))
+        fills.setdefault(palette.rank_key(g), []).append((after[0] + g * side / groups, after[1], side / groups, 80))
+    lines = _write(soft, before[0], y + 110, f"by tokens: {s // C:,} per rank, all heads", wrap[0], "svg-label-soft")
     if ok:
-        soft.append((after[0], y + 110, f"by heads: {kv // C} of {kv} KV heads per rank"))
+        lines = max(lines, _write(soft, after[0], y + 110, f"by heads: {kv // C} of {kv} KV heads per rank", wrap[1],
+                                  "svg-label-soft"))
     else:
         fills.setdefault("warn", []).append((after[0], y + 100, 10, 10))
-        labels.append((after[0] + 14, y + 110, f"{kv} KV head{'s' if kv > 1 else ''} for {C} ranks"))
-    outlines = [(LEFT + 14, top, SIDE, SIDE), (LEFT + 264, top, SIDE, SIDE), (*before, SIDE, 80), (*after, SIDE, 80)]
-    y += 140
-    labels.append((LEFT, y, "one layer's forward, per rank, by C (log scale)"))
+        lines = max(lines, _write(labels, after[0] + 14, y + 110, f"{kv} KV head{'s' if kv > 1 else ''} for {C} ranks",
+                                  wrap[1] and wrap[1] - 14, "svg-label"))
+    outlines = [(left, top, side, side), (right, top, side, side), (*before, side, 80), (*after, side, 80)]
+    y += 140 + 16 * (lines - 1)
+    y += 16 * (_write(labels, LEFT, y, "one layer's forward, per rank, by C (log scale)", full, "svg-label") - 1)
     ulysses_text = f"Ulysses {fmt.data_size(ulysses.forward_bytes_per_rank)}" if ok else "Ulysses cannot split the heads"
-    soft.append((LEFT, y + 16, f"at C = {C}, sent per device: ring {fmt.data_size(ring.forward_bytes_per_rank)}, {ulysses_text}"))
-    chart, base = _time_chart(state, sweep, ok, y + 28)
-    y = base + 14
+    lines = _write(soft, LEFT, y + 16, f"at C = {C}, sent per device: ring {fmt.data_size(ring.forward_bytes_per_rank)}, "
+                   f"{ulysses_text}", full, "svg-label-soft")
+    chart, y = _time_chart(state, sweep, ok, y + 28 + 16 * (lines - 1), at)
     parts = [svg.boxes(boxes, class_=f"fill-{key.split('@')[0]}",
                        fill_opacity=(0.35, 0.35, 0.65, 1.0)[int(key[-1])] if "@" in key else None)
              for key, boxes in sorted(fills.items())]
@@ -227,4 +312,4 @@ def render(state):
            + (f"Ulysses sends {readouts[0].text}." if ok else f"Ulysses cannot run: {C} ranks, {kv} KV heads.")
            + f" Per layer the ring's sends take {fmt.duration(times.ring_s)}, "
            + ("under" if hidden else "over") + f" the {fmt.duration(compute)} of attention compute they hide behind.")
-    return View(svg=svg.document(WIDTH, y + 16, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)
+    return View(svg=svg.document(at.width, y + 16, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)

@@ -24,6 +24,17 @@ def test_figure_08_shows_the_zero_paper_numbers(stage):
     assert shown["comm_psi"].text.startswith(f"{shown['comm_psi'].value:g}Ψ")
 
 
+def test_figure_08_keeps_the_shard_degree_and_the_model_size_in_view_on_a_phone():
+    """Issue 34: Figure 08's Plotly chart already fits a phone (its chart is its key); the
+    sticky bar there holds the shard degree N and the parameter count, the rest fold away."""
+    figure = registry()[8]
+    primary, groups = figure.control_layout()
+    assert [c.key for c in primary] == ["N", "params"]
+    assert sorted(c.key for _, controls in groups for c in controls) == ["gpu", "optimizer", "stage"]
+    state = figure.default_state()
+    assert figure.render(state, narrow=True).plot == figure.render(state).plot
+
+
 def test_figure_08_bars_stack_to_the_model_totals():
     figure = registry()[8]
     state = figure.validate_state({"params": 175e9, "N": 8, "stage": 2, "optimizer": "adam_fp32"})

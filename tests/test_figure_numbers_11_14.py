@@ -7,8 +7,8 @@ import pytest
 
 from figures import registry, svg
 from models import activations, context, fmt, tensor
-from tests.figure_views import (SVG, inside, overlap as boxes_overlap, paths, rectangles, shapes, text_boxes, texts, values,
-                                view)
+from tests.figure_views import (SVG, inside, overlap as boxes_overlap, paths, rectangles, shapes, subpaths, text_boxes,
+                                texts, values, view)
 from tests.published_cases import published_cases
 
 GiB = 2**30
@@ -175,6 +175,34 @@ def test_figure_12_labels_stay_in_the_drawing(changes):
     assert not any(t.endswith("000 ms") for t, _ in boxes)
 
 
+@pytest.mark.parametrize("gpus", [4, 8, 16, 72])
+def test_figure_12_on_a_phone_lays_the_bars_down_and_keeps_the_node_edge_in_view(gpus):
+    """Issue 34: a phone hid the node edge in a sideways scroller. Narrow, each T is a row
+    (time across, 320 units wide), the chosen T still outlined and clickable, and the key
+    element (svg-key) is the dashed edge with its fabrics' names and the bars either side;
+    where every T fits in one node, the chosen bar."""
+    figure = registry()[12]
+    state = figure.validate_state({**figure.default_state(), "gpus": gpus})
+    wide, narrow = figure.render(state), figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert float(root.get("viewBox").split()[2]) == 320
+    assert all(inside(box, narrow) for _, box in text_boxes(narrow))
+    rows = [p for p in root.iter(SVG + "rect") if p.get("data-set")]
+    assert [p.get("data-set") for p in rows] == [f"T={t}" for t in (1, 2, 4, 8, 16, 32, 64)]
+    assert all(float(p.get("width")) == 320 for p in rows)  # a row each, one under the other
+    assert [float(p.get("y")) for p in rows] == sorted(float(p.get("y")) for p in rows)
+    assert shapes(narrow, "fill-forward") == shapes(wide, "fill-forward") == 7
+    assert shapes(narrow, "fill-inter") == shapes(wide, "fill-inter")
+    [key] = [node for node in root.iter() if "svg-key" in (node.get("class") or "").split()]
+    outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > gpus)
+    if outside:
+        held = [t.text for t in key.iter(SVG + "text")]
+        assert held == ["\u2191 NVLink 4", "\u2193 InfiniBand NDR 400 Gb/s"]
+        assert sum(subpaths(p.get("d")) for p in key.iter(SVG + "path") if "fill-" in (p.get("class") or "")) == 6
+    else:
+        assert key.tag == SVG + "path" and "svg-ink-stroke" in key.get("class")  # the chosen bar's outline
+
+
 # ---- Figure 13 ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("changes", [{}, {"sp": True}, {"sp": True, "recompute": "selective", "t": 4, "s": 8192},
@@ -234,6 +262,32 @@ def test_figure_13_draws_the_collectives_of_each_layout(sp):
     assert shown.count("s/t \u00d7 h" if sp else "s \u00d7 h, whole") == 4  # the LayerNorm and dropout regions
     assert shown.count("s \u00d7 h/t") == 2
     assert shapes(view(13, sp=sp, t=1), "fill-comm") == 2  # t = 1: only the two byte bars, no collectives
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_figure_13_on_a_phone_runs_each_block_down_a_column_and_keeps_the_strips_in_view(sp):
+    """Issue 34: narrow, the drawing is 320 units wide, each block's regions run down a
+    column (the two blocks side by side), and the key element (svg-key) holds both strips
+    with every region's name, what it holds and the collectives; the byte bars stay below it."""
+    figure = registry()[13]
+    state = figure.validate_state({**figure.default_state(), "sp": sp})
+    wide, narrow = figure.render(state), figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert float(root.get("viewBox").split()[2]) == 320
+    assert all(inside(box, narrow) for _, box in text_boxes(narrow))
+    [key] = [node for node in root.iter() if "svg-key" in (node.get("class") or "").split()]
+    held = [(t.text, float(t.get("x")), float(t.get("y"))) for t in key.iter(SVG + "text")]
+    names = ["LayerNorm", "AllGather" if sp else "identity", "attention", "ReduceScatter" if sp else "AllReduce",
+             "dropout + add"]
+    column = [(x, y) for text, x, y in held if text in names]
+    assert [text for text, _, _ in held if text in names][:5] == names  # attention block, top to bottom
+    assert len(column) == 9 and len({x for x, _ in column[:5]}) == 1  # down one column...
+    assert [y for _, y in column[:5]] == sorted(y for _, y in column[:5])
+    assert column[5][0] > column[0][0] + 140 and column[5][1] == column[0][1]  # ...the MLP block beside it
+    assert [text for text, _, _ in held].count("s/t \u00d7 h" if sp else "s \u00d7 h, whole") == 4
+    bars = [t for t in root.iter(SVG + "text") if t.text == "sent per device in the forward pass"]
+    assert bars and float(bars[0].get("y")) > max(y for _, _, y in held)
+    assert sorted(texts(narrow)) == sorted(texts(wide))  # the same words, laid out again
 
 
 def test_figure_13_snaps_heads_and_degree_to_divisors():
@@ -323,3 +377,29 @@ def test_figure_14_times_have_a_log_axis_in_seconds_and_the_compute_the_ring_hid
     assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:]), \
         [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)]
 
+
+
+@pytest.mark.parametrize("changes", FIG14_EXTREMES)
+def test_figure_14_on_a_phone_stacks_the_panels_and_keeps_the_time_chart_in_view(changes):
+    """Issue 34: narrow, the drawing is 320 units wide, the ring's two panels and Ulysses'
+    two sit side by side at 140 units, long texts wrap, and the time chart is the key
+    element (svg-key): the compute line, both schemes' series and the chosen C's values,
+    short enough to fit a phone's screen under its controls; its legend follows below it."""
+    figure = registry()[14]
+    state = figure.validate_state({**figure.default_state(), **changes})
+    narrow = figure.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert float(root.get("viewBox").split()[2]) == 320
+    assert [t for t, box in text_boxes(narrow) if not inside(box, narrow)] == []
+    [key] = [node for node in root.iter() if "svg-key" in (node.get("class") or "").split()]
+    drawn = {(p.get("class") or "") for p in key.iter(SVG + "path")}
+    assert {"svg-ink svg-dash", "stroke-comm", "stroke-exposed"} <= drawn
+    held = [t.text for t in key.iter(SVG + "text")]
+    compute = values(figure.render(state))["attention_compute_s"]
+    assert f"compute {fmt.duration(compute)}" in held and f"C={state['C']}" in held
+    ys = [box[1] for t, box in text_boxes(narrow) if t in held]
+    assert (max(ys) - min(ys) + 40) * 353 / 320 <= 450  # on a 390 px phone, below its controls
+    legend = [box[1] for t, box in text_boxes(narrow) if t.startswith("ring attention's sends")]
+    assert legend and legend[0] > max(ys)
+    outlines = rectangles(narrow, "svg-ink-stroke")[:4]  # score matrix, schedule, Ulysses before and after
+    assert [w for _, _, w, _ in outlines] == [140] * 4 and outlines[0][1] == outlines[1][1]
