@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from figures import registry
+from figures import registry, svg
 from figures.contract import Play, encode_state
 from models import ladder, step_timeline, tour
 from tests.figure_views import SVG, inside, paths, readouts, render, text_boxes
@@ -136,6 +136,31 @@ def test_fig18_says_when_the_batch_does_not_split_evenly():
 def test_fig18_says_when_gpus_sit_unused():
     _, view = render(18, dp=False, fsdp=False)
     assert "only 64 GPUs of the 1536 hold the model" in view.note
+
+
+def _no_text_overlaps(view):
+    boxes = text_boxes(view)
+    return [(a, b) for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1:] if svg.boxes_touch(box, other)]
+
+
+@pytest.mark.parametrize("changes", [{}, {"fsdp": True, "cp": True, "ep": True}, {"tp": False, "pp": False, "gpus": 16384}])
+def test_fig18_on_a_phone_wraps_its_lanes_and_keeps_the_waits_marked(changes):
+    """Issue 34: on a phone the timeline is 320 units wide, its lane names and banner wrapped
+    inside it, and the red waits (the figure's point) are marked svg-key in both drawings
+    and take the same share of the time axis."""
+    state, wide = render(18, **changes)
+    narrow = _figure(18).render(state, narrow=True)
+    assert ET.fromstring(narrow.svg).get("viewBox").split()[2] == "320"
+    assert [t for t, box in text_boxes(narrow) if not inside(box, narrow)] == []
+    assert _no_text_overlaps(narrow) == []
+    shares = []
+    for view, axis in ((wide, 714 - 6), (narrow, 314 - 6)):
+        waits = paths(view, "stroke-exposed")
+        assert waits and all(svg.KEY in p.get("class").split() for p in waits)
+        shares.append(sum(sum(_span_lengths(p)) for p in waits) / axis)
+    assert shares[1] == pytest.approx(shares[0], rel=0.1)
+    lanes = [p for p in ET.fromstring(narrow.svg).iter(f"{SVG}path") if p.get("class") == "svg-lane"]
+    assert len(lanes) == sum(state[axis] for axis in step_timeline.AXES)  # every lane, stacked
 
 
 # ---- Figure 19 ------------------------------------------------------------------------
