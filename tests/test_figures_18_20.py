@@ -206,6 +206,31 @@ def test_fig19_prints_the_deciding_numbers_on_the_branches():
     assert any(t.startswith("groups of 2, 32 replicas") for t in texts)
 
 
+@pytest.mark.parametrize("changes", STATES_19 + ({"params": 1_700_000_000},))  # and one where nothing fails
+def test_fig19_on_a_phone_lists_the_path_taken_and_marks_the_fix(changes):
+    """Issue 34: on a phone the tree is a list, 320 units wide: the questions asked, in order,
+    lit; the fix the first no leads to, marked svg-key (as its leaf is in the wide tree);
+    the questions not asked listed dimmed in one box."""
+    from figures.fig19_decision_tree import QUESTION, _fix_text
+
+    state, wide = render(19, **changes)
+    narrow = _figure(19).render(state, narrow=True)
+    r = ladder.climb(state["params"], state["seq"], state["gpu"], state["gpus"], state["experts"], state["micro"])
+    failed = next((i for i, c in enumerate(r.checks) if not c.passed), len(r.checks))
+    assert ET.fromstring(narrow.svg).get("viewBox").split()[2] == "320"
+    assert [t for t, box in text_boxes(narrow) if not inside(box, narrow)] == []
+    assert _no_text_overlaps(narrow) == []
+    for view in (wide, narrow):
+        keys = paths(view, f"svg-lane svg-lit {svg.KEY}")
+        assert len(keys) == 1
+    lit = " ".join(t.text for t in ET.fromstring(narrow.svg).iter(f"{SVG}text") if "svg-dim" not in t.get("class"))
+    dim = " ".join(t.text for t in ET.fromstring(narrow.svg).iter(f"{SVG}text") if "svg-dim" in t.get("class"))
+    for i, check in enumerate(r.checks):
+        start = " ".join(QUESTION[check.key].split()[:4])  # a question's start, whichever way it wraps
+        assert (start in lit, start in dim) == (i <= failed, i > failed)
+    assert _fix_text(r)[0] in lit
+
+
 # ---- Figure 20 ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("phase,focus,devices", [(0, "all", 4), (4, "zero", 4), (5, "hsdp", 4), (1, "pp", 2), (8, "ep", 2)])
