@@ -313,3 +313,37 @@ def test_19_the_lit_fix_stays_inside_its_leaf(changes):
     drawn = _fit_leaf(fix)
     assert drawn in [t for t, _ in boxes]
     assert drawn in (fix, fix.replace(" a GPU", ""), fix.replace(" a GPU", "").replace(", still too much", ", too much"))
+
+
+@pytest.mark.parametrize("changes", [{}, {"devices": 2, "phase": 8, "playing": True}, {"focus": "zero", "phase": 4},
+                                     {"focus": "ep", "devices": 2}])
+def test_fig20_on_a_phone_stacks_the_panels_two_a_row_and_enlarges_one_to_the_width(changes):
+    """Issue 34: on a phone the seven panels go two a row in a 320-unit drawing, the legend
+    under them; an enlarged panel fills the width with its sentences under it, and is the
+    element marked svg-key (in the wide drawing too)."""
+    from figures.fig20_seven_strategies import PH, PW
+
+    state, wide = render(20, **changes)
+    narrow = _figure(20).render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    width, height = map(float, root.get("viewBox").split()[2:])
+    assert width == 320 and height > float(ET.fromstring(wide.svg).get("viewBox").split()[3])
+    panels = [g for g in root.iter(f"{SVG}g") if "panel-button" in g.get("class")]
+    keyed = [g for g in panels if svg.KEY in g.get("class").split()]
+    assert len(keyed) == 1 and keyed[0] is panels[0]
+    assert [g for g in ET.fromstring(wide.svg).iter(f"{SVG}g") if svg.KEY in (g.get("class") or "").split()]
+    loose = [(t, box) for t, box in text_boxes(narrow)
+             if any(node.text == t for node in root.findall(f"{SVG}text"))]  # outside the panels
+    assert loose and [t for t, box in loose if not inside(box, narrow)] == []
+    if state["focus"] == "all":
+        assert len(panels) == 7
+        offsets = [tuple(map(float, re.match(r"translate\(([\d.]+) ([\d.]+)\)", g.get("transform")).groups()))
+                   for g in panels]
+        assert sorted({x for x, _ in offsets}) == [1, 163] and max(y for _, y in offsets) == 3 * (PH + 6)
+        assert all(x + 156 <= 320 for x, _ in offsets)
+    else:
+        assert len(panels) == 1
+        zoom = float(re.search(r"scale\(([\d.]+)\)", panels[0].get("transform")).group(1))
+        assert 8 + zoom * PW == pytest.approx(312, abs=0.1)  # the panel fills the width...
+        assert zoom * PH * 353 / 320 <= 450  # ...and stays on a 390 px phone's screen
+        assert min(box[1] for _, box in loose) > zoom * PH  # its sentences under it
