@@ -43,24 +43,54 @@ CONTROLS = (
     Slider("batch", "Global batch, held by every toggle", stops=BATCHES, default=model.GLOBAL_BATCH_SEQUENCES,
            format=lambda n: f"{n:,} sequences"),
 )
+PRIMARY = ("params", "gpus")  # on a phone: the model and the cluster; the strategies' toggles fold away
+GROUPS = (("Strategies", model.AXES), ("Network and batch", ("link", "batch")))
 
-WIDTH, X0, X1 = 720, 6, 714
 LABEL_H, LANE_H, GAP = 16, 18, 8
 KIND_FILL = {"forward": "forward", "backward": "backward", "bubble": "idle", "optimizer": "optimizer_step"}
 FABRIC = {"intra-node": "inside a node", "inter-node": "across nodes"}
 TICK_STEPS = tuple(m * 10.0 ** e for e in range(-4, 4) for m in (1, 2, 5))
 
 
+class _Layout:
+    """The drawing's geometry: ``width`` and the lanes' left and right ends (``x0``, ``x1``),
+    how many ticks the time axis takes, and whether text is wrapped to the width (on a
+    phone) or kept on one line (wide)."""
+
+    def __init__(self, width, x0, x1, ticks, narrow):
+        self.width, self.x0, self.x1, self.ticks, self.narrow = width, x0, x1, ticks, narrow
+
+    def lines(self, text, css="svg-label", indent=0):
+        """``text`` as the lines it takes from ``x0 + indent`` to ``x1``: one line wide."""
+        if not self.narrow:
+            return [text]
+        size, bold = svg.label_size(css)
+        room = self.x1 - self.x0 - indent
+        lines, line = [], ""
+        for word in text.split():
+            longer = f"{line} {word}" if line else word
+            if line and svg.text_width(longer, size, bold) > room:
+                lines.append(line)
+                longer = word
+            line = longer
+        return lines + [line]
+
+
+WIDE = _Layout(720, 6, 714, 6, narrow=False)
+NARROW = _Layout(320, 6, 314, 5, narrow=True)  # a phone: 320 units at 11-unit labels, text wrapped
+WIDTH, X0, X1 = WIDE.width, WIDE.x0, WIDE.x1
+
+
 def _enabled(state):
     return frozenset(axis for axis in model.AXES if state[axis])
 
 
-def _row(pairs, scale):
+def _row(pairs, scale, x0=X0):
     """(start_s, end_s) pairs as a flat x0, x1, ... list in pixels, neighbours closer than
     half a pixel merged and every bar at least 0.6 px long: thousands of sub-pixel
     collectives become the few hundred bars a 720 px row can show."""
     xs = []
-    last = -1.0  # end of the bar being built, in pixels from X0
+    last = -1.0  # end of the bar being built, in pixels from x0
     first = 0.0
     for start, end in sorted(pairs):
         start *= scale
@@ -70,29 +100,30 @@ def _row(pairs, scale):
                 last = end
             continue
         if last >= 0:
-            xs += (X0 + first, X0 + (last if last - first >= 0.6 else first + 0.6))
+            xs += (x0 + first, x0 + (last if last - first >= 0.6 else first + 0.6))
         first, last = start, end * scale
     if last >= 0:
-        xs += (X0 + first, X0 + (last if last - first >= 0.6 else first + 0.6))
+        xs += (x0 + first, x0 + (last if last - first >= 0.6 else first + 0.6))
     return xs
 
 
 def _lane_text(axis, step):
+    """``(name, what, wait)``: the lane's strategy, its collectives (or why it has none) and
+    how long the compute waits for them."""
     traffic = next((a for a in step.axes if a.axis == axis), None)
     if traffic is None:
         lay = step.layout
         why = "no data-parallel ranks to hold experts" if axis == "ep" else f"no GPUs left: degree 1 on {fmt.gpus(lay.gpus)}"
-        return f"{LANE_LABEL[axis]}: {why}", ""
-    left = (f"{LANE_LABEL[axis]}: {traffic.collective}, {traffic.calls} per step, "
-            f"{traffic.group} ranks {FABRIC[traffic.fabric]}")
-    return left, f"waits {fmt.duration(traffic.exposed_s)} of {fmt.duration(traffic.comm_s)}"
+        return LANE_LABEL[axis], why, ""
+    what = f"{traffic.collective}, {traffic.calls} per step, {traffic.group} ranks {FABRIC[traffic.fabric]}"
+    return LANE_LABEL[axis], what, f"waits {fmt.duration(traffic.exposed_s)} of {fmt.duration(traffic.comm_s)}"
 
 
 def _step(state, enabled):
     return model.step_timeline(state["params"], state["gpus"], enabled, global_batch=state["batch"], link=state["link"])
 
 
-def _banner(state, step):
+def _banner(state, step, geo=WIDE):
     """The lines above the lanes: the batch every toggle holds, then what is wrong with this layout."""
     lay, mem, tokens = step.layout, step.memory, state["batch"] * shapes.shape_for(state["params"]).seq
     lines = [(f"Global batch {state['batch']:,} sequences ({fmt.si_count(tokens)} tokens), the same for every toggle: "
@@ -105,30 +136,47 @@ def _banner(state, step):
         lines.append((f"{state['batch']:,} sequences do not split evenly over {lay.data:,} replicas: "
                       + (f"{step.idle_replicas:,} get none" if step.idle_replicas else "some get one fewer")
                       + "; the busiest sets the step", "svg-label", "fill:var(--c-warn)"))
-    return [svg.text(X0, 12 + 16 * i, text, class_=css, style=style) for i, (text, css, style) in enumerate(lines)], 16 * len(lines) + 4
+    lines = [(line, css, style) for text, css, style in lines for line in geo.lines(text, css)]
+    return [svg.text(geo.x0, 12 + 16 * i, text, class_=css, style=style) for i, (text, css, style) in enumerate(lines)], 16 * len(lines) + 4
 
 
-def render(state):
-    enabled = _enabled(state)
-    step = _step(state, enabled)
-    reference = _step(state, frozenset(DEFAULT_ON))  # the default toggles, same model, GPUs, batch, network
-    lay, mem = step.layout, step.memory
+def _lane_label(axis, step, y, geo):
+    """The lane's swatch and text above its bar from ``y``: wide, one line (what on the left,
+    the wait on the right); on a phone the name and the wait, then what, wrapped. Returns
+    the parts and the bar's y."""
+    name, what, wait = _lane_text(axis, step)
+    parts = [svg.boxes(((geo.x0, y + 2, 10, 10),), class_=f"fill-{COLOUR[axis]}")]  # the lane's hue, as its readout's swatch
+    lines = [f"{name}: {what}"] if not geo.narrow else [name] + geo.lines(what, indent=14)
+    for i, line in enumerate(lines):
+        parts.append(svg.text(geo.x0 + 14, y + 12 + LABEL_H * i, line, class_="svg-label"))
+    parts.append(svg.text(geo.x1, y + 12, wait, class_="svg-label-soft", text_anchor="end"))
+    return parts, y + LABEL_H * len(lines)
+
+
+def _drawing(state, step, reference, enabled, geo):
+    """The timeline, laid out by ``geo`` (WIDE or NARROW): the same lanes, bars and marks."""
+    x0, x1 = geo.x0, geo.x1
+    lay = step.layout
     span_s = max(step.step_time_s, reference.step_time_s)  # one axis for both: a toggle never rescales silently
-    scale = (X1 - X0) / span_s
-    parts, y = _banner(state, step)
+    scale = (x1 - x0) / span_s
+    parts, y = _banner(state, step, geo)
     rows = []  # the y of each lane's bar: the default layout's end is marked across them, not across labels
     # compute lane: one path per kind, each phase named once where it is wide enough
-    where = "one device of the first pipeline stage" if lay.pp > 1 else "one device"
-    parts.append(svg.text(X0, y + 12, f"Compute ({where})", class_="svg-label"))
-    y += LABEL_H
+    where = ("one device, first pipeline stage" if geo.narrow else "one device of the first pipeline stage") \
+        if lay.pp > 1 else "one device"
+    for line in geo.lines(f"Compute ({where})"):
+        parts.append(svg.text(x0, y + 12, line, class_="svg-label"))
+        y += LABEL_H
     rows.append(y)
     names = []
+    waits = any(step.stretches(axis, "exposed") for axis in model.AXES if axis in enabled)
     for kind, fill in KIND_FILL.items():
         pairs = step.stretches("compute", kind)
         if not pairs:
             continue
-        parts.append(svg.spans(_row(pairs, scale), y=y + LANE_H / 2, height=LANE_H, class_=f"stroke-{fill}"))
-        start, end = pairs[0][0] * scale + X0, pairs[-1][1] * scale + X0
+        key = "" if waits or kind != "forward" else f" {svg.KEY}"  # nothing waits: the compute lane is the point
+        parts.append(svg.spans(_row(pairs, scale, x0), y=y + LANE_H / 2, height=LANE_H, class_=f"stroke-{fill}{key}"))
+        start, end = pairs[0][0] * scale + x0, pairs[-1][1] * scale + x0
         if end - start > 64:
             names.append(((start + end) / 2, y + 13, "bubble" if kind == "bubble" else kind, fill))
     for fill in sorted({fill for *_, fill in names}):  # each name in the ink that reads on its bar
@@ -138,31 +186,45 @@ def render(state):
     for axis in model.AXES:
         if axis not in enabled:
             continue
-        left, right = _lane_text(axis, step)
-        parts.append(svg.boxes(((X0, y + 2, 10, 10),), class_=f"fill-{COLOUR[axis]}"))  # the lane's hue, as its readout's swatch
-        parts.append(svg.text(X0 + 14, y + 12, left, class_="svg-label"))
-        parts.append(svg.text(X1, y + 12, right, class_="svg-label-soft", text_anchor="end"))
-        y += LABEL_H
+        label, y = _lane_label(axis, step, y, geo)
+        parts += label
         rows.append(y)
-        parts.append(svg.boxes(((X0, y, X1 - X0, LANE_H),), class_="svg-lane"))
-        for kind, height, css in (("comm", 5, f"stroke-{COLOUR[axis]}"), ("exposed", LANE_H - 2, "stroke-exposed")):
+        parts.append(svg.boxes(((x0, y, x1 - x0, LANE_H),), class_="svg-lane"))
+        # thin: in flight while compute goes on; tall and red: the compute waits (the figure's point)
+        for kind, height, css in (("comm", 5, f"stroke-{COLOUR[axis]}"), ("exposed", LANE_H - 2, f"stroke-exposed {svg.KEY}")):
             pairs = step.stretches(axis, kind)
-            if pairs:  # thin: in flight while compute goes on; tall: the compute waits
-                parts.append(svg.spans(_row(pairs, scale), y=y + LANE_H / 2, height=height, class_=css))
+            if pairs:
+                parts.append(svg.spans(_row(pairs, scale, x0), y=y + LANE_H / 2, height=height, class_=css))
         y += LANE_H + GAP
     same = enabled == frozenset(DEFAULT_ON)
     if not same:  # where the default layout's step ends, across every lane
-        x = X0 + reference.step_time_s * scale
+        x = x0 + reference.step_time_s * scale
         parts.append(svg.segments([(x, row - 3, x, row + LANE_H + 3) for row in rows] + [(x, y - GAP, x, y)],
                                   class_="svg-ink svg-dash", stroke_width=1.5))
-    parts.append(svg.time_axis(X0, X1, y, span_s, "time from the step's start ({unit})"))
+    caption = "time from the step's start ({unit})"
+    if geo.narrow:
+        parts.append(svg.time_axis(x0, x1, y, span_s, caption, geo.ticks, width=geo.width))
+    else:
+        parts.append(svg.time_axis(x0, x1, y, span_s, caption))
     change = step.step_time_s / reference.step_time_s - 1
     key = (f"this step {fmt.duration(step.step_time_s)}" + ("" if same else
            f"; dashed: the default layout (DP, TP, PP) on the same GPUs and batch, {fmt.duration(reference.step_time_s)} "
            f"({'+' if change >= 0 else '-'}{fmt.percent(abs(change), 0)})"))
-    parts.append(svg.text(X0, y + 60, key, class_="svg-label-soft"))  # a row of its own, under the axis's caption
+    lines = geo.lines(key, "svg-label-soft")
+    for i, line in enumerate(lines):  # rows of their own, under the axis's caption
+        parts.append(svg.text(x0, y + 60 + LABEL_H * i, line, class_="svg-label-soft"))
+    return svg.document(geo.width, y + 66 + LABEL_H * (len(lines) - 1), parts,
+                        label=f"Timeline of one training step with {_degrees(lay, enabled)}")
+
+
+def render(state, narrow=False):
+    enabled = _enabled(state)
+    step = _step(state, enabled)
+    reference = _step(state, frozenset(DEFAULT_ON))  # the default toggles, same model, GPUs, batch, network
+    lay, mem = step.layout, step.memory
+    same = enabled == frozenset(DEFAULT_ON)
     degrees = _degrees(lay, enabled)
-    drawing = svg.document(WIDTH, y + 66, parts, label=f"Timeline of one training step with {degrees}")
+    drawing = _drawing(state, step, reference, enabled, NARROW if narrow else WIDE)
     fit = (f"{fmt.data_size(mem.total_bytes)} of {fmt.data_size(mem.hbm_bytes)}: "
            + ("fits" if mem.fits else "does not fit"))
     tokens = state["batch"] * shapes.shape_for(state["params"]).seq

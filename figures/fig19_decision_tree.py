@@ -32,6 +32,7 @@ CONTROLS = (
     Slider("experts", "Experts (1 = dense)", stops=(1, 8, 16, 32, 64, 128, 256), default=1),
     Slider("micro", "Microbatch", stops=(1, 2, 4, 8, 16, 32), default=1, unit="sequences"),
 )
+PRIMARY = ("params", "gpus")  # on a phone: the model and the budget, the two that move the path most
 
 QUESTION = {
     "model_state": f"Does the model state, {LEDGER.bytes_per_param:g} bytes a parameter, fit one GPU?",
@@ -126,13 +127,32 @@ def _then_text(r):
     return f"then: {AXIS_NAME[r.then_axis]}, for {BOTTLENECK[r.then]}"
 
 
-def render(state):
-    r = ladder.climb(state["params"], state["seq"], state["gpu"], state["gpus"], state["experts"], state["micro"])
-    failed = next((i for i, check in enumerate(r.checks) if not check.passed), len(r.checks))
+START = "Start: make one GPU efficient first (bf16, fused Adam, FlashAttention, selective recomputation)"
+DRAWING_LABEL = "Decision tree: five questions asked in order on one GPU, each with a fix on its no branch"
+
+
+def _chip(x, y, height, axis):
+    """The lit fix's colour bar, in its axis's hue (HSDP's: half shard groups, half replicas)."""
+    parts = [svg.boxes(((x, y, 6, height),), class_=f"fill-{COLOUR[axis]}")]
+    if axis == "hsdp":
+        parts.append(svg.boxes(((x, y + height / 2, 6, height / 2),), class_="fill-dp"))
+    return parts
+
+
+def _write(texts, soft):
+    """``(x, y, text, lit)`` rows as labels, the unlit ones dimmed."""
+    parts = []
+    for rows, css in ((texts, "svg-label"), (soft, "svg-label-soft")):
+        parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if on], class_=css))
+        parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if not on], class_=css + " svg-dim"))
+    return parts
+
+
+def _tree(r, state, failed):
+    """The wide drawing: the questions down a spine on the left, each no branch's fix on the right."""
     parts = [
         svg.boxes(((SPINE_X, 4, WIDTH - 2 * SPINE_X, 34),), class_="svg-lane svg-lit"),
-        svg.text(SPINE_X + 8, 25, "Start: make one GPU efficient first (bf16, fused Adam, FlashAttention, "
-                 "selective recomputation)", class_="svg-label"),
+        svg.text(SPINE_X + 8, 25, START, class_="svg-label"),
     ]
     lit_links, dim_links, texts, soft = [], [], [], []
     mid = SPINE_X + SPINE_W / 2
@@ -149,20 +169,19 @@ def render(state):
         (lit_links if branch else dim_links).append((SPINE_X + SPINE_W, y + BOX_H / 2, LEAF_X, y + BOX_H / 2))
         soft.append((SPINE_X + SPINE_W + 8, y + BOX_H / 2 - 5, "no", branch))
         leaf = _fix_text(r) if branch else (LEAF[check.key], "")
-        parts.append(svg.boxes(((LEAF_X, y - 6, LEAF_W, LEAF_H),), class_="svg-lane " + ("svg-lit" if branch else "svg-dim")))
+        parts.append(svg.boxes(((LEAF_X, y - 6, LEAF_W, LEAF_H),),
+                               class_="svg-lane " + (f"svg-lit {svg.KEY}" if branch else "svg-dim")))
         if branch:
-            parts.append(svg.boxes(((LEAF_X, y - 6, 6, LEAF_H),), class_=f"fill-{COLOUR[r.recommended_axis]}"))
-            if r.recommended_axis == "hsdp":
-                parts.append(svg.boxes(((LEAF_X, y - 6 + LEAF_H / 2, 6, LEAF_H / 2),), class_="fill-dp"))
+            parts += _chip(LEAF_X, y - 6, LEAF_H, r.recommended_axis)
             soft.append((LEAF_X + 12, y + 28, _fit_leaf(leaf[1]), True))
             soft.append((LEAF_X + 12, y + 44, _then_text(r), True))
         texts.append((LEAF_X + 12, y + 10, leaf[0], branch))
     y = TOP + len(r.checks) * ROW
     done = failed == len(r.checks)
     (lit_links if done else dim_links).append((mid, y - 26, mid, y))
-    parts.append(svg.boxes(((SPINE_X, y, SPINE_W, BOX_H),), class_="svg-lane " + ("svg-lit" if done else "svg-dim")))
+    parts.append(svg.boxes(((SPINE_X, y, SPINE_W, BOX_H),), class_="svg-lane " + (f"svg-lit {svg.KEY}" if done else "svg-dim")))
     if done:
-        parts.append(svg.boxes(((SPINE_X, y, 6, BOX_H),), class_="fill-dp"))
+        parts += _chip(SPINE_X, y, BOX_H, "ddp")
         title, detail = _fix_text(r)
         texts.append((SPINE_X + 12, y + 18, f"Nothing fails: {title}", True))
         soft.append((SPINE_X + 12, y + 36, detail, True))
@@ -170,11 +189,79 @@ def render(state):
         texts.append((SPINE_X + 12, y + 18, "Nothing fails: " + AXIS_NAME["ddp"], False))
     parts.append(svg.segments(dim_links, class_="svg-link"))
     parts.append(svg.segments(lit_links, class_="svg-link svg-link-lit"))
-    for rows, css in ((texts, "svg-label"), (soft, "svg-label-soft")):
-        parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if on], class_=css))
-        parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if not on], class_=css + " svg-dim"))
-    drawing = svg.document(WIDTH, y + BOX_H + 6, parts, label="Decision tree: five questions asked in order on one GPU, "
-                           "each with a fix on its no branch")
+    parts += _write(texts, soft)
+    return svg.document(WIDTH, y + BOX_H + 6, parts, label=DRAWING_LABEL)
+
+
+# On a phone: the path the inputs take, as a list down the column. Each question asked is a
+# box (its other branch's fix named in it, dimmed); the first no leads to the lit fix; the
+# questions not asked, and the end no question reaches, are listed dimmed in one box.
+NARROW_W, NARROW_X, LINE, STEP = 320, 6, 16, 22
+
+
+def _wrap(text, css, room):
+    size, bold = svg.label_size(css)
+    lines, line = [], ""
+    for word in text.split():
+        longer = f"{line} {word}" if line else word
+        if line and svg.text_width(longer, size, bold) > room:
+            lines.append(line)
+            longer = word
+        line = longer
+    return lines + [line]
+
+
+def _path(r, state, failed):
+    """The narrow drawing: the questions along the chosen path, one under the other."""
+    x, w = NARROW_X, NARROW_W - 2 * NARROW_X
+    spine = x + 20  # the links down the list
+    parts, texts, soft, links = [], [], [], []
+
+    def box(y, rows, lit=True, chip=None, key=False):
+        """A box from ``y`` holding ``rows`` of ``(text, css, lit)``, each wrapped; returns its bottom."""
+        indent = 12 if chip else 8
+        lines = [(line, css, on) for text, css, on in rows for line in _wrap(text, css, w - indent - 8)]
+        height = LINE * len(lines) + 10
+        parts.append(svg.boxes(((x, y, w, height),), class_="svg-lane " + ("svg-lit" if lit else "svg-dim")
+                               + (f" {svg.KEY}" if key else "")))
+        if chip:
+            parts.extend(_chip(x, y, height, chip))
+        for i, (line, css, on) in enumerate(lines):
+            (texts if css == "svg-label" else soft).append((x + indent, y + 17 + LINE * i, line, on))
+        return y + height
+
+    def link(y, answer=None):
+        links.append((spine, y, spine, y + STEP))
+        if answer:
+            soft.append((spine + 6, y + 15, answer, True))
+        return y + STEP
+
+    y = box(4, [(START, "svg-label", True)])
+    for i, check in enumerate(r.checks[:failed + 1]):
+        y = link(y, "yes" if i else None)
+        rows = [(QUESTION[check.key], "svg-label", True), (_number(check, r, state), "svg-label-soft", True)]
+        if check.passed:  # the branch not taken, summarised
+            rows.append((f"if no: {LEAF[check.key]}", "svg-label-soft", False))
+        y = box(y, rows)
+    title, detail = _fix_text(r)
+    if failed < len(r.checks):
+        y = box(link(y, "no"), [(title, "svg-label", True), (detail, "svg-label-soft", True),
+                                (_then_text(r), "svg-label-soft", True)], chip=r.recommended_axis, key=True)
+        rest = [(f"- {QUESTION[check.key]}", "svg-label-soft", False) for check in r.checks[failed + 1:]]
+        y = box(y + 10, [("Not asked after a no:", "svg-label-soft", False)] + rest
+                + [("Nothing fails: " + AXIS_NAME["ddp"], "svg-label", False)], lit=False)
+    else:
+        y = box(link(y, "yes"), [(f"Nothing fails: {title}", "svg-label", True), (detail, "svg-label-soft", True)],
+                chip="ddp", key=True)
+    parts.append(svg.segments(links, class_="svg-link svg-link-lit"))
+    parts += _write(texts, soft)
+    return svg.document(NARROW_W, y + 6, parts, label=DRAWING_LABEL)
+
+
+def render(state, narrow=False):
+    r = ladder.climb(state["params"], state["seq"], state["gpu"], state["gpus"], state["experts"], state["micro"])
+    failed = next((i for i, check in enumerate(r.checks) if not check.passed), len(r.checks))
+    drawing = (_path if narrow else _tree)(r, state, failed)
     title, detail = _fix_text(r)
     readouts = (
         Readout("first_bottleneck", "fails first", BOTTLENECK[r.first_bottleneck], r.first_bottleneck),

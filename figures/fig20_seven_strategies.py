@@ -39,6 +39,7 @@ CONTROLS = (
            default="all"),
     Select("devices", "Devices", options=((2, "2 devices"), (4, "4 devices")), default=4),
 )
+PRIMARY = ("phase",)  # on a phone: the frame; a tap on a panel enlarges it, Play and the rest fold away
 
 PW, PH, GAP = 172, 204, 8  # one panel, in its own coordinates
 DEV_TOP, ROW_H, BUS_H = 42, 18, 25
@@ -48,12 +49,13 @@ LEDGER = tuple((part, part_bytes / tour.STATE_BYTES_PER_PARAM) for part, part_by
     ("params", _ADAM.param_bytes), ("grads", _ADAM.grad_bytes), ("optimizer", _ADAM.optimizer_bytes)))
 
 
-def _panel(pf):
+def _panel(pf, pw=PW):
+    """One strategy's panel, ``pw`` wide (``PH`` tall), in its own coordinates."""
     n = pf.devices
-    width = (PW - 16 - (n - 1) * 6) / n
+    width = (pw - 16 - (n - 1) * 6) / n
     left = [8 + d * (width + 6) for d in range(n)]
     frame = pf.frame
-    parts = [svg.boxes(((0, 0, PW, PH),), class_="svg-lane"),
+    parts = [svg.boxes(((0, 0, pw, PH),), class_="svg-lane"),
              svg.text(8, 16, NAMES[pf.strategy], class_="svg-label"),
              svg.text(8, 31, f"each device holds {fmt.percent(pf.held_fraction, 0)}", class_="svg-label-soft")]
     bottom = DEV_TOP + tour.TOY.layers * ROW_H + 4
@@ -120,14 +122,17 @@ def _wrap(text, limit=54):
     return lines + [line] if line else lines
 
 
-def _legend(x, y, frame_text):
-    parts = [svg.text(x + 8, y + 18, frame_text, class_="svg-label")]
-    items = (("ledger", "state held: weights,"), ("", "gradients, optimizer"),
-             ("svg-active stroke-forward", "computing, forward"), ("svg-active stroke-backward", "computing, backward"),
-             ("svg-active stroke-optimizer_step", "optimizer step"), ("svg-wire stroke-comm", "collective on the wire"),
-             ("svg-lane svg-dim", "idle device"))
+LEGEND = (("ledger", "state held: weights,"), ("", "gradients, optimizer"),
+          ("svg-active stroke-forward", "computing, forward"), ("svg-active stroke-backward", "computing, backward"),
+          ("svg-active stroke-optimizer_step", "optimizer step"), ("svg-wire stroke-comm", "collective on the wire"),
+          ("svg-lane svg-dim", "idle device"))
+
+
+def _legend(x, y, items=LEGEND, row=20):
+    """The swatches and what they mean, one a row from ``y``."""
+    parts = []
     for i, (css, text) in enumerate(items):
-        ry = y + 34 + i * 20
+        ry = y + i * row
         if css == "ledger":
             parts += _ledger_bars(((x + 8, ry, 32, 12),))
         elif "wire" in css:
@@ -153,20 +158,90 @@ def _detail(pf):
     return lines
 
 
-def render(state):
+class _Layout:
+    """How the panels are set out: ``columns`` of panels ``pw`` wide, ``gap`` apart from a
+    ``margin``, in a drawing ``width`` wide; the focused panel drawn at ``zoom``."""
+
+    def __init__(self, width, columns, pw, gap, margin, zoom, narrow):
+        self.width, self.columns, self.pw, self.gap, self.margin = width, columns, pw, gap, margin
+        self.zoom, self.narrow = zoom, narrow
+
+    def origin(self, i):
+        return self.margin + (i % self.columns) * (self.pw + self.gap), (i // self.columns) * (PH + self.gap)
+
+
+WIDE = _Layout(WIDTH, 4, PW, GAP, 8, 2, narrow=False)  # four panels a row, the legend in the eighth place
+# a phone: two panels a row in 320 units, the frame in the eighth place and the legend under them; the
+# focused panel as wide as the drawing, its sentences under it
+NARROW = _Layout(320, 2, 156, 6, 1, (320 - 16) / PW, narrow=True)
+NARROW_LEGEND = (("ledger", "state held: weights, gradients, optimizer"),) + LEGEND[2:]
+
+
+def _fit(text, css, room):
+    """``text`` as the lines it takes ``room`` wide."""
+    size, bold = svg.label_size(css)
+    lines, line = [], ""
+    for word in text.split():
+        longer = f"{line} {word}" if line else word
+        if line and svg.text_width(longer, size, bold) > room:
+            lines.append(line)
+            longer = word
+        line = longer
+    return lines + [line]
+
+
+def _all_panels(frames, frame_text, geo):
+    """Every strategy's panel, each a button that enlarges it; the first marked as the
+    drawing's point (where the comparison starts). Returns the parts and the height."""
+    parts = []
+    for i, key in enumerate(tour.STRATEGIES):
+        x, y = geo.origin(i)
+        parts.append(svg.group(_panel(frames[key], geo.pw), transform=f"translate({x} {y})",
+                               class_="panel-button" + (f" {svg.KEY}" if i == 0 else "")))
+        parts.append(svg.hit_areas([(x, y, geo.pw, PH, f"focus={key}", f"Enlarge the {NAMES[key]} panel")],
+                                   class_="svg-hit"))
+    x, y = geo.origin(len(tour.STRATEGIES))
+    if not geo.narrow:
+        parts.append(svg.text(x + 8, y + 18, frame_text, class_="svg-label"))
+        return parts + _legend(x, y + 34), 2 * PH + GAP
+    lines = _fit(frame_text, "svg-label", geo.pw - 8)  # no box around it: it may run to the drawing's edge
+    parts += [svg.text(x + 6, y + 18 + 16 * i, line, class_="svg-label") for i, line in enumerate(lines)]
+    y += PH + 8
+    return parts + _legend(0, y, NARROW_LEGEND, row=18), y + 18 * len(NARROW_LEGEND)
+
+
+def _one_panel(pf, focus, frame_text, geo):
+    """The focused panel enlarged (a button back to all seven), its sentences beside it
+    (wide) or under it (a phone). Returns the parts and the height."""
+    zoom = f"{geo.zoom:.4g}"
+    parts = [svg.group(_panel(pf), transform=f"translate(8 0) scale({zoom})", class_=f"panel-button {svg.KEY}"),
+             svg.hit_areas([(8, 0, geo.zoom * PW, geo.zoom * PH, "focus=all", "Show all seven panels")], class_="svg-hit")]
+    if geo.narrow:
+        x, y, room = 8, geo.zoom * PH + 22, geo.width - 16
+        wrap = lambda sentence: _fit(sentence, "svg-label-soft", room)
+    else:
+        x, y, wrap = 8 + 2 * PW + 20, 18, _wrap
+    title = f"{NAMES[focus]}: {frame_text.lower()}"
+    lines = [(x, y, title, "svg-label")]
+    y += 26
+    for sentence in _detail(pf):
+        for line in wrap(sentence):
+            lines.append((x, y, line, "svg-label-soft"))
+            y += 16
+        y += 8
+    for css in ("svg-label", "svg-label-soft"):
+        parts.append(svg.texts([(lx, ly, t) for lx, ly, t, c in lines if c == css], class_=css))
+    return parts, (y if geo.narrow else max(2 * PH, y))
+
+
+def render(state, narrow=False):
+    geo = NARROW if narrow else WIDE
     frames = {key: tour.panel(key, state["devices"], state["phase"]) for key in tour.STRATEGIES}
     frame = tour.FRAMES[state["phase"]]
     frame_text = FRAME_LABEL[frame.index].capitalize() + (" (playing)" if state["playing"] else "")
     focus = state["focus"]
-    parts = []
     if focus == "all":
-        for i, key in enumerate(tour.STRATEGIES):
-            x, y = 8 + (i % 4) * (PW + GAP), (i // 4) * (PH + GAP)
-            parts.append(svg.group(_panel(frames[key]), transform=f"translate({x} {y})", class_="panel-button"))
-            parts.append(svg.hit_areas([(x, y, PW, PH, f"focus={key}", f"Enlarge the {NAMES[key]} panel")],
-                                       class_="svg-hit"))
-        parts += _legend(8 + 3 * (PW + GAP), PH + GAP, frame_text)
-        height = 2 * PH + GAP
+        parts, height = _all_panels(frames, frame_text, geo)
         moving = sum(pf.moving_bytes for pf in frames.values())
         held = min(pf.held_fraction for pf in frames.values())
         moving_label, held_label = "on the wire now, all seven", "smallest share one device holds"
@@ -175,23 +250,11 @@ def render(state):
                                   or "nothing on the wire") for k, pf in frames.items())
     else:
         pf = frames[focus]
-        parts.append(svg.group(_panel(pf), transform="translate(8 0) scale(2)", class_="panel-button"))
-        parts.append(svg.hit_areas([(8, 0, 2 * PW, 2 * PH, "focus=all", "Show all seven panels")], class_="svg-hit"))
-        x = 8 + 2 * PW + 20
-        lines = [(x, 18, f"{NAMES[focus]}: {frame_text.lower()}", "svg-label")]
-        y = 44
-        for sentence in _detail(pf):
-            for line in _wrap(sentence):
-                lines.append((x, y, line, "svg-label-soft"))
-                y += 16
-            y += 8
-        for css in ("svg-label", "svg-label-soft"):
-            parts.append(svg.texts([(lx, ly, t) for lx, ly, t, c in lines if c == css], class_=css))
-        height = max(2 * PH, y)
+        parts, height = _one_panel(pf, focus, frame_text, geo)
         moving, held = pf.moving_bytes, pf.held_fraction
         moving_label, held_label = f"on the wire now, {NAMES[focus]}", f"share one device holds, {NAMES[focus]}"
         alt_panels = " ".join(_detail(pf)).rstrip(".")
-    drawing = svg.document(WIDTH, height, parts, label=f"Seven strategies on {state['devices']} devices: {frame_text}")
+    drawing = svg.document(geo.width, height, parts, label=f"Seven strategies on {state['devices']} devices: {frame_text}")
     readouts = (
         Readout("phase_name", "frame", FRAME_LABEL[frame.index], frame.phase),
         Readout("moving_bytes", moving_label, fmt.data_size(moving), moving, "comm" if moving else None),

@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from figures import registry
+from figures import registry, svg
 from figures.contract import Play, encode_state
 from models import ladder, step_timeline, tour
 from tests.figure_views import SVG, inside, paths, readouts, render, text_boxes
@@ -138,6 +138,31 @@ def test_fig18_says_when_gpus_sit_unused():
     assert "only 64 GPUs of the 1536 hold the model" in view.note
 
 
+def _no_text_overlaps(view):
+    boxes = text_boxes(view)
+    return [(a, b) for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1:] if svg.boxes_touch(box, other)]
+
+
+@pytest.mark.parametrize("changes", [{}, {"fsdp": True, "cp": True, "ep": True}, {"tp": False, "pp": False, "gpus": 16384}])
+def test_fig18_on_a_phone_wraps_its_lanes_and_keeps_the_waits_marked(changes):
+    """Issue 34: on a phone the timeline is 320 units wide, its lane names and banner wrapped
+    inside it, and the red waits (the figure's point) are marked svg-key in both drawings
+    and take the same share of the time axis."""
+    state, wide = render(18, **changes)
+    narrow = _figure(18).render(state, narrow=True)
+    assert ET.fromstring(narrow.svg).get("viewBox").split()[2] == "320"
+    assert [t for t, box in text_boxes(narrow) if not inside(box, narrow)] == []
+    assert _no_text_overlaps(narrow) == []
+    shares = []
+    for view, axis in ((wide, 714 - 6), (narrow, 314 - 6)):
+        waits = paths(view, "stroke-exposed")
+        assert waits and all(svg.KEY in p.get("class").split() for p in waits)
+        shares.append(sum(sum(_span_lengths(p)) for p in waits) / axis)
+    assert shares[1] == pytest.approx(shares[0], rel=0.1)
+    lanes = [p for p in ET.fromstring(narrow.svg).iter(f"{SVG}path") if p.get("class") == "svg-lane"]
+    assert len(lanes) == sum(state[axis] for axis in step_timeline.AXES)  # every lane, stacked
+
+
 # ---- Figure 19 ------------------------------------------------------------------------
 
 STATES_19 = (
@@ -179,6 +204,31 @@ def test_fig19_prints_the_deciding_numbers_on_the_branches():
     texts = [t.text for t in ET.fromstring(view.svg).iter(f"{SVG}text")]
     assert "120 GB against 85.9 GB on one NVIDIA A100 80GB SXM" in texts
     assert any(t.startswith("groups of 2, 32 replicas") for t in texts)
+
+
+@pytest.mark.parametrize("changes", STATES_19 + ({"params": 1_700_000_000},))  # and one where nothing fails
+def test_fig19_on_a_phone_lists_the_path_taken_and_marks_the_fix(changes):
+    """Issue 34: on a phone the tree is a list, 320 units wide: the questions asked, in order,
+    lit; the fix the first no leads to, marked svg-key (as its leaf is in the wide tree);
+    the questions not asked listed dimmed in one box."""
+    from figures.fig19_decision_tree import QUESTION, _fix_text
+
+    state, wide = render(19, **changes)
+    narrow = _figure(19).render(state, narrow=True)
+    r = ladder.climb(state["params"], state["seq"], state["gpu"], state["gpus"], state["experts"], state["micro"])
+    failed = next((i for i, c in enumerate(r.checks) if not c.passed), len(r.checks))
+    assert ET.fromstring(narrow.svg).get("viewBox").split()[2] == "320"
+    assert [t for t, box in text_boxes(narrow) if not inside(box, narrow)] == []
+    assert _no_text_overlaps(narrow) == []
+    for view in (wide, narrow):
+        keys = paths(view, f"svg-lane svg-lit {svg.KEY}")
+        assert len(keys) == 1
+    lit = " ".join(t.text for t in ET.fromstring(narrow.svg).iter(f"{SVG}text") if "svg-dim" not in t.get("class"))
+    dim = " ".join(t.text for t in ET.fromstring(narrow.svg).iter(f"{SVG}text") if "svg-dim" in t.get("class"))
+    for i, check in enumerate(r.checks):
+        start = " ".join(QUESTION[check.key].split()[:4])  # a question's start, whichever way it wraps
+        assert (start in lit, start in dim) == (i <= failed, i > failed)
+    assert _fix_text(r)[0] in lit
 
 
 # ---- Figure 20 ------------------------------------------------------------------------
@@ -263,3 +313,37 @@ def test_19_the_lit_fix_stays_inside_its_leaf(changes):
     drawn = _fit_leaf(fix)
     assert drawn in [t for t, _ in boxes]
     assert drawn in (fix, fix.replace(" a GPU", ""), fix.replace(" a GPU", "").replace(", still too much", ", too much"))
+
+
+@pytest.mark.parametrize("changes", [{}, {"devices": 2, "phase": 8, "playing": True}, {"focus": "zero", "phase": 4},
+                                     {"focus": "ep", "devices": 2}])
+def test_fig20_on_a_phone_stacks_the_panels_two_a_row_and_enlarges_one_to_the_width(changes):
+    """Issue 34: on a phone the seven panels go two a row in a 320-unit drawing, the legend
+    under them; an enlarged panel fills the width with its sentences under it, and is the
+    element marked svg-key (in the wide drawing too)."""
+    from figures.fig20_seven_strategies import PH, PW
+
+    state, wide = render(20, **changes)
+    narrow = _figure(20).render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    width, height = map(float, root.get("viewBox").split()[2:])
+    assert width == 320 and height > float(ET.fromstring(wide.svg).get("viewBox").split()[3])
+    panels = [g for g in root.iter(f"{SVG}g") if "panel-button" in g.get("class")]
+    keyed = [g for g in panels if svg.KEY in g.get("class").split()]
+    assert len(keyed) == 1 and keyed[0] is panels[0]
+    assert [g for g in ET.fromstring(wide.svg).iter(f"{SVG}g") if svg.KEY in (g.get("class") or "").split()]
+    loose = [(t, box) for t, box in text_boxes(narrow)
+             if any(node.text == t for node in root.findall(f"{SVG}text"))]  # outside the panels
+    assert loose and [t for t, box in loose if not inside(box, narrow)] == []
+    if state["focus"] == "all":
+        assert len(panels) == 7
+        offsets = [tuple(map(float, re.match(r"translate\(([\d.]+) ([\d.]+)\)", g.get("transform")).groups()))
+                   for g in panels]
+        assert sorted({x for x, _ in offsets}) == [1, 163] and max(y for _, y in offsets) == 3 * (PH + 6)
+        assert all(x + 156 <= 320 for x, _ in offsets)
+    else:
+        assert len(panels) == 1
+        zoom = float(re.search(r"scale\(([\d.]+)\)", panels[0].get("transform")).group(1))
+        assert 8 + zoom * PW == pytest.approx(312, abs=0.1)  # the panel fills the width...
+        assert zoom * PH * 353 / 320 <= 450  # ...and stays on a 390 px phone's screen
+        assert min(box[1] for _, box in loose) > zoom * PH  # its sentences under it
