@@ -8,7 +8,7 @@ import pytest
 from figures import registry
 from models import experts, fmt
 from models.mesh import GROUP_AXES, Mesh, axis_crosses_node, group_ranks
-from tests.figure_views import SVG, path_data, rank_targets, readouts
+from tests.figure_views import SVG, path_data, paths, rank_targets, readouts
 
 FIG16, FIG17 = registry()[16], registry()[17]
 
@@ -65,9 +65,10 @@ def test_figure_16_default_reproduces_the_article():
 
 
 def _column_dots(view, cls, pitch):
-    """Dots per column of a dot path: each vertical dashed segment holds length / pitch dots."""
+    """Dots per column of a dot path: each vertical dashed segment holds length / pitch dots (the
+    dropped ones' path also carries the drawing's key class)."""
     per_x = {}
-    for x1, y1, x2, y2 in segments(path_data(view, cls, exact=True)[0]):
+    for x1, y1, x2, y2 in segments(path_data(view, cls)[0]):
         per_x[x1] = per_x.get(x1, 0) + round(abs(y2 - y1) / pitch)
     return sum(per_x.values())
 
@@ -91,6 +92,38 @@ def test_figure_16_draws_the_expected_tokens_kept_and_dropped(raw):
     ranks_drawn = -(-drawn // (state["E"] // state["ep"]))
     assert [len(f) for f in fans] == [ranks_drawn, ranks_drawn]  # dispatch and combine, one line per EP rank
     assert ("of 256" in view.note) == (state["E"] > 64)
+
+
+@pytest.mark.parametrize("raw", STATES16 + [{"T": 512, "E": 32, "k": 3, "cf": "1", "skew": 1, "alpha": 0.05, "ep": 32},
+                                     {"T": 16384, "k": 5, "cf": "1.5", "skew": 0.5, "alpha": 0, "step": 13, "ep": 2}])
+def test_figure_16_on_a_phone_keeps_every_expert_and_its_drops_on_screen(raw):
+    """Narrow: 320 units wide (11 px labels, no sideways scrolling), every drawn expert still in one
+    row with its capacity line, as many dots kept and dropped as the wide drawing (a dot is the same
+    number of tokens), one fan line per EP rank each way; the experts' boxes and their dropped
+    tokens, the drawing's key in both drawings, stay short enough for a phone's screen."""
+    state = FIG16.validate_state(raw)
+    wide, narrow = FIG16.render(state), FIG16.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert root.get("viewBox").split()[2] == "320" and "min-width:320px" in root.get("style")
+    drawn = min(state["E"], 64)
+    for cls in ("stroke-ep", "stroke-warn"):
+        [path] = paths(narrow, cls)
+        pitch = sum(map(float, path.get("stroke-dasharray").split()))
+        assert pitch < {"stroke-ep": 4, "stroke-warn": 6}[cls]  # smaller dots than on a wide screen
+        assert _column_dots(narrow, cls, pitch) == _column_dots(wide, cls, {"stroke-ep": 4, "stroke-warn": 6}[cls])
+    if state["cf"] != "none":
+        lines = segments(path_data(narrow, "stroke-capacity", exact=True)[0])
+        assert len(lines) == drawn and len({y for _, y, _, _ in lines}) == 1 and max(x for *_, x, _ in lines) <= 320
+    fans = [segments(d) for d in path_data(narrow, "stroke-comm", exact=True)]
+    assert [len(f) for f in fans] == [-(-drawn // (state["E"] // state["ep"]))] * 2
+    for view in (wide, narrow):
+        keyed = paths(view, "svg-key")
+        assert [p.get("class") for p in keyed] == ["svg-lane svg-key"] + (
+            ["stroke-warn svg-key"] if readouts(view)["dropped_fraction"].color else [])
+    ys = [y for p in paths(narrow, "svg-key") for y in map(float, re.findall(r"[ML][\d.]+ ([\d.]+)", p.get("d")))]
+    boxes = re.findall(r"M[\d.]+ ([\d.]+)h[\d.]+v([\d.]+)", paths(narrow, "svg-key")[0].get("d"))
+    ys += [float(y) + float(h) for y, h in boxes]
+    assert (max(ys) - min(ys)) * 353 / 320 <= 450  # on a 390 px phone, below its sticky controls
 
 
 def test_figure_16_collapse_piles_tokens_onto_k_experts_and_the_button_steps():
