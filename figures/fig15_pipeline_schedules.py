@@ -57,7 +57,7 @@ _Layout = namedtuple("_Layout", "width left right header stage_name max_ticks ca
 _LAYOUTS = {
     False: _Layout(WIDTH, LEFT, RIGHT, HEADER, "stage {}", MAX_TICK_LABELS,
                    ("time, in forward passes of one microbatch on one stage",)),
-    True: _Layout(320, 30, 8, 34, "s{}", 6, ("time, in forward passes", "of one microbatch on one stage")),
+    True: _Layout(320, 30, 12, 34, "s{}", 6, ("time, in forward passes", "of one microbatch on one stage")),
 }
 LINE = 14  # between two lines of a title or caption
 
