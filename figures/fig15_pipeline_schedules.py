@@ -103,7 +103,8 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick, nar
     """One schedule's Gantt panel as SVG markup (``key``: its idle lanes, the bubble, carry
     the drawing's point). Cached: moving v redraws only the interleaved panel, and
     dragging a slider back over old values costs nothing."""
-    layout, left = _LAYOUTS[narrow], _LAYOUTS[narrow].left
+    layout = _LAYOUTS[narrow]
+    left = layout.left
     timeline = _simulate(name, stages, microbatches, chunks)
     title = f"{pipeline.SCHEDULE_LABELS[name]} — bubble {fmt.percent(timeline.bubble_ratio)}"
     peak = f"peak {fmt.decimal(timeline.peak_stashes)} microbatch stashes (stage {timeline.worst_stage})"
@@ -113,7 +114,7 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick, nar
         svg.texts([(0, top + 14, f"{title}, {peak}")] if not narrow else [(0, top + 14, title), (0, top + 14 + LINE, peak)],
                   class_="svg-label"),
         svg.boxes(((left, lanes_top + stage * row_height, width, row_height) for stage in range(stages)),
-                  class_="fill-idle svg-key" if key else "fill-idle"),
+                  class_=f"fill-idle {svg.KEY}" if key else "fill-idle"),
         svg.texts(((left - 6, lanes_top + (stage + 0.5) * row_height + 4, layout.stage_name.format(stage))
                    for stage in _named_stages(stages, row_height)), class_="svg-label-soft", text_anchor="end"),
     ]
