@@ -1,5 +1,6 @@
 """Figure 15: four pipeline schedules on one clock, drawn from the event-level simulation."""
 import math
+from collections import namedtuple
 from functools import lru_cache
 from operator import itemgetter
 
@@ -31,6 +32,7 @@ CONTROLS = (
     Slider("m", "Microbatches m", min=1, max=64, step=1, default=8),
     Slider("v", "Chunks per device v (interleaved)", min=1, max=4, step=1, default=2),
 )
+PRIMARY = ("P", "m")
 
 WIDTH, LEFT, RIGHT = 720, 64, 12  # drawn 1:1 in the article's figure column (labels stay 11 px)
 PANEL_GAP, HEADER = 16, 20
@@ -46,6 +48,18 @@ MAX_LABELLED_OPS = 1200  # beyond this no bar is 13 px wide: skip the label pass
 # 1/v or 2/v forward passes long, v <= 4) starts and ends on a whole tick: the times are
 # exact and the Gantt paths hold short integers.
 TICKS_PER_FORWARD = 12
+
+
+# The geometry of one drawing: in the article's figure column (drawn 1:1, labels stay
+# 11 px), or in a phone's (320 units, its smallest label 11): there each schedule's title
+# and its peak take two lines, stages are named "s0", fewer ticks, the caption two lines.
+_Layout = namedtuple("_Layout", "width left right header stage_name max_ticks caption")
+_LAYOUTS = {
+    False: _Layout(WIDTH, LEFT, RIGHT, HEADER, "stage {}", MAX_TICK_LABELS,
+                   ("time, in forward passes of one microbatch on one stage",)),
+    True: _Layout(320, 30, 12, 34, "s{}", 6, ("time, in forward passes", "of one microbatch on one stage")),
+}
+LINE = 14  # between two lines of a title or caption
 
 
 @lru_cache(maxsize=16)  # the readouts and the panel ask for the same timeline: validate it once
@@ -85,21 +99,23 @@ _LANE_ROW = itemgetter(0, 3, 4)  # a Passes' (stage, duration_s, starts), as svg
 
 
 @lru_cache(maxsize=64)
-def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
-    """One schedule's Gantt panel as SVG markup. Cached: moving v redraws only the
-    interleaved panel, and dragging a slider back over old values costs nothing."""
+def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick, narrow=False, key=False):
+    """One schedule's Gantt panel as SVG markup (``key``: its idle lanes, the bubble, carry
+    the drawing's point). Cached: moving v redraws only the interleaved panel, and
+    dragging a slider back over old values costs nothing."""
+    layout = _LAYOUTS[narrow]
+    left = layout.left
     timeline = _simulate(name, stages, microbatches, chunks)
-    label = pipeline.SCHEDULE_LABELS[name]
-    header = (
-        f"{label} — bubble {fmt.percent(timeline.bubble_ratio)}, "
-        f"peak {fmt.decimal(timeline.peak_stashes)} microbatch stashes (stage {timeline.worst_stage})"
-    )
-    lanes_top = top + HEADER
+    title = f"{pipeline.SCHEDULE_LABELS[name]} — bubble {fmt.percent(timeline.bubble_ratio)}"
+    peak = f"peak {fmt.decimal(timeline.peak_stashes)} microbatch stashes (stage {timeline.worst_stage})"
+    lanes_top = top + layout.header
     width = timeline.makespan * px_per_tick
     parts = [
-        svg.text(0, top + 14, header, class_="svg-label"),
-        svg.boxes(((LEFT, lanes_top + stage * row_height, width, row_height) for stage in range(stages)), class_="fill-idle"),
-        svg.texts(((LEFT - 6, lanes_top + (stage + 0.5) * row_height + 4, f"stage {stage}")
+        svg.texts([(0, top + 14, f"{title}, {peak}")] if not narrow else [(0, top + 14, title), (0, top + 14 + LINE, peak)],
+                  class_="svg-label"),
+        svg.boxes(((left, lanes_top + stage * row_height, width, row_height) for stage in range(stages)),
+                  class_=f"fill-idle {svg.KEY}" if key else "fill-idle"),
+        svg.texts(((left - 6, lanes_top + (stage + 0.5) * row_height + 4, layout.stage_name.format(stage))
                    for stage in _named_stages(stages, row_height)), class_="svg-label-soft", text_anchor="end"),
     ]
     passes = timeline.passes
@@ -108,7 +124,7 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
     colours = len(passes) // stages
     for kind, chunk, first in sorted((p.kind, p.chunk, j) for j, p in enumerate(passes[:colours])):
         rows = map(_LANE_ROW, passes[first::colours])  # (stage, duration, starts) of each stage
-        parts.append(svg.lanes(rows, x=LEFT, y=lanes_top, x_scale=px_per_tick, lane_height=row_height,
+        parts.append(svg.lanes(rows, x=left, y=lanes_top, x_scale=px_per_tick, lane_height=row_height,
                                class_=f"op op-{kind} op-chunk-{chunk} stroke-{PASS_COLOUR[kind]}"))
     if row_height >= 11 and len(passes) * microbatches <= MAX_LABELLED_OPS:
         for kind, chunk in sorted({(p.kind, p.chunk) for p in passes}):  # a path per bar colour: numerals in its ink
@@ -117,39 +133,62 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick):
                  lanes_top + (stage + 0.5) * row_height, range(1, microbatches + 1))
                 for stage, op, part, duration, starts in passes
                 if op == kind and part == chunk and duration * px_per_tick >= 13
-                for centre in (LEFT + duration / 2 * px_per_tick,)
+                for centre in (left + duration / 2 * px_per_tick,)
             ]
             if numbered:
                 parts.append(svg.numerals(numbered, class_=f"op-label op-chunk-{chunk} on-{PASS_COLOUR[kind]}"))
     return "".join(parts)
 
 
-def render(state):
-    stages = state["P"]
-    timelines, errors = _simulate_all(state)
+def _drawing(state, timelines, errors, narrow):
+    """The four panels stacked on one time axis, laid out for the page's width; the first
+    schedule's bubble is the drawing's key."""
+    layout = _LAYOUTS[narrow]
+    stages, left, right, width = state["P"], layout.left, layout.right, layout.width
     longest = max(t.makespan for t in timelines.values()) / TICKS_PER_FORWARD  # in forward passes
-    px_per_unit = (WIDTH - LEFT - RIGHT) / longest
+    px_per_unit = (width - left - right) / longest
     row_height = max(6.0, min(16.0, 128.0 / stages))
     parts, top = [], 0.0
     for name in pipeline.SCHEDULES:
         if name in errors:
-            parts.append(svg.text(LEFT, top + 14, f"{pipeline.SCHEDULE_LABELS[name]}: {errors[name]}", class_="svg-label"))
-            top += HEADER + PANEL_GAP
+            message = f"{pipeline.SCHEDULE_LABELS[name]}: {errors[name]}"
+            lines = _wrap(message, width - left, "svg-label") if narrow else [message]
+            parts.append(svg.texts(((left, top + 14 + i * LINE, line) for i, line in enumerate(lines)), class_="svg-label"))
+            top += layout.header + (len(lines) - 1) * LINE * narrow + PANEL_GAP
             continue
-        parts.append(_panel(name, stages, state["m"], _chunks(name, state), top, row_height, px_per_unit / TICKS_PER_FORWARD))
-        top += HEADER + stages * row_height + PANEL_GAP
+        parts.append(_panel(name, stages, state["m"], _chunks(name, state), top, row_height, px_per_unit / TICKS_PER_FORWARD,
+                            narrow, name == pipeline.SCHEDULES[0]))
+        top += layout.header + stages * row_height + PANEL_GAP
     axis_y = top
-    tick = next(step for step in NICE_TICK_STEPS if longest / step < MAX_TICK_LABELS)
-    ticks = [(LEFT + t * px_per_unit, t) for t in range(0, int(longest) + 1, tick)]
-    parts.append(svg.segments([(LEFT, axis_y, WIDTH - RIGHT, axis_y)] + [(x, axis_y, x, axis_y + 4) for x, _ in ticks],
+    tick = next(step for step in NICE_TICK_STEPS if longest / step < layout.max_ticks)
+    ticks = [(left + t * px_per_unit, t) for t in range(0, int(longest) + 1, tick)]
+    parts.append(svg.segments([(left, axis_y, width - right, axis_y)] + [(x, axis_y, x, axis_y + 4) for x, _ in ticks],
                               class_="svg-axis"))
     parts.append(svg.texts(((x, axis_y + 16, t) for x, t in ticks), class_="svg-label-soft", text_anchor="middle"))
-    parts.append(svg.text(WIDTH - RIGHT, axis_y + 32, "time, in forward passes of one microbatch on one stage",
-                          class_="svg-label-soft", text_anchor="end"))
-    drawing = svg.document(
-        WIDTH, axis_y + 38, parts,
+    parts.append(svg.texts(((width - right, axis_y + 32 + i * LINE, line) for i, line in enumerate(layout.caption)),
+                           class_="svg-label-soft", text_anchor="end"))
+    return svg.document(
+        width, axis_y + 38 + (len(layout.caption) - 1) * LINE, parts,
         label=f"Gantt charts of four pipeline schedules for P={stages} stages and m={state['m']} microbatches",
     )
+
+
+def _wrap(text, width, class_):
+    """``text`` broken at spaces into lines no wider than ``width`` drawing units."""
+    size, bold = svg.label_size(class_)
+    lines = []
+    for word in text.split(" "):
+        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+def render(state, narrow=False):
+    stages = state["P"]
+    timelines, errors = _simulate_all(state)
+    drawing = _drawing(state, timelines, errors, narrow)
     readouts = []
     for name in pipeline.SCHEDULES:
         label = pipeline.SCHEDULE_LABELS[name]

@@ -1,5 +1,6 @@
 """Figure 16: one rank's tokens routed to experts, capacity and drops, the two All-to-Alls, router collapse."""
 import math
+from collections import namedtuple
 
 from figures import svg
 from figures.contract import Button, Readout, Select, Slider, View
@@ -46,6 +47,12 @@ CONTROLS = (
     Slider("ep", "Expert-parallel ranks EP", stops=POWERS, default=8),
     Slider("h", "Hidden size h", stops=HIDDEN, default=4096, format="{:,}".format),
 )
+PRIMARY = ("cf", "skew")  # what fills the experts past their capacity lines, or not
+GROUPS = (
+    ("Tokens and experts", ("T", "E", "k")),
+    ("Router training", ("alpha", "step", "advance")),
+    ("All-to-All", ("ep", "h")),
+)
 
 
 def constrain(state):
@@ -64,15 +71,33 @@ PITCH, DOT = 4, 3  # a token dot and its spacing, px
 MAX_ROWS = 54  # dot rows, kept and dropped
 UNITS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
 TOP = 104  # where the experts' boxes start, below the dispatch fan and the rank labels
+LINE = 14  # between two lines of text
+
+# The geometry of one drawing. Wide: the article's figure column, drawn 1:1. Narrow: a phone's
+# column, 320 units (labels stay 11 px): every expert still in one row, the gaps between EP
+# ranks together at most ``gaps`` units, and smaller dots (one stands for as many tokens as
+# on a wide screen: the readouts say the same), the first of NARROW whose columns stay within
+# NARROW_DOTS_HIGH, so that the experts and their drops fit a phone's screen below its
+# controls; the key's lines stacked, each All-to-All named between the rank's box and its fan.
+_Layout = namedtuple("_Layout", "width margin group_gap gaps pitch dot drop_pitch stagger")
+WIDE = _Layout(WIDTH, MARGIN, 6, None, PITCH, DOT, PITCH + 2, 2)
+NARROW = tuple(_Layout(320, 8, 4, 32, pitch, pitch * 0.75, pitch * 1.5, pitch / 2) for pitch in (3, 2.5, 2))
+NARROW_DOTS_HIGH = 360  # units: the tallest column of kept and dropped dots a phone's drawing aims for
 
 
-def _columns(drawn, per_rank):
+def _columns(drawn, per_rank, layout=WIDE):
     """x of each drawn expert column, its width, and each drawn EP rank's (first column, last column)."""
     groups = [(g, min(g + per_rank, drawn) - 1) for g in range(0, drawn, per_rank)]
-    pitch = min(48.0, (WIDTH - 2 * MARGIN - 6 * (len(groups) - 1)) / drawn)
-    left = (WIDTH - pitch * drawn - 6 * (len(groups) - 1)) / 2
-    xs = [left + i * pitch + 6 * (i // per_rank) for i in range(drawn)]
+    gap = layout.group_gap if layout.gaps is None else min(layout.group_gap, max(1, layout.gaps / max(1, len(groups) - 1)))
+    pitch = min(48.0, (layout.width - 2 * layout.margin - gap * (len(groups) - 1)) / drawn)
+    left = (layout.width - pitch * drawn - gap * (len(groups) - 1)) / 2
+    xs = [left + i * pitch + gap * (i // per_rank) for i in range(drawn)]
     return xs, pitch - 2, groups
+
+
+def _per_row(width, layout):
+    """Dots side by side in a column ``width`` wide."""
+    return max(1, int((width + layout.pitch - layout.dot) // layout.pitch))
 
 
 def _unit(kept, dropped, capacity, per_row):
@@ -82,21 +107,125 @@ def _unit(kept, dropped, capacity, per_row):
                 UNITS[-1])
 
 
-def _dot_columns(xs, counts, per_row, floor, direction):
+def _dot_columns(xs, counts, per_row, floor, direction, layout=WIDE):
     """Each column's dots, filled row by row, as ``per_row`` vertical dashed segments (a dash per
     dot: any number of dots is a few segments). Kept dots stack up from ``floor``; dropped ones
     (direction +1) fall below it, spaced wider and staggered."""
+    pitch, first = layout.pitch, layout.pitch - layout.dot / 2  # the first dot's centre from the column's left
     items = []
     for x, n in zip(xs, counts):
         rows, extra = divmod(n, per_row)
         for j in range(min(n, per_row)):
-            length = (rows + (j < extra)) * (PITCH if direction < 0 else PITCH + 2)
-            top = floor + 3 + (j % 2) * 2 if direction > 0 else floor
-            items.append((x + 2.5 + j * PITCH, top, x + 2.5 + j * PITCH, top + direction * length))
+            length = (rows + (j < extra)) * (pitch if direction < 0 else layout.drop_pitch)
+            top = floor + 3 + (j % 2) * layout.stagger if direction > 0 else floor
+            items.append((x + first + j * pitch, top, x + first + j * pitch, top + direction * length))
     return items
 
 
-def render(state):
+def _wrap(text, width, class_):
+    """``text`` broken at spaces into lines no wider than ``width`` drawing units."""
+    size, bold = svg.label_size(class_)
+    lines = []
+    for word in text.split(" "):
+        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+def _rank_labels(centres, narrow):
+    """``(x, label)`` above each EP rank drawn, or every k-th: "rank g" while few, else g."""
+    count = len(centres)
+    if not narrow:
+        stride = max(1, math.ceil(count / 12))
+        return [(centres[g], f"rank {g}" if count <= 12 else g) for g in range(0, count, stride)]
+    named = count <= 4
+    widest = svg.text_width(f"rank {count - 1}" if named else count - 1, *svg.label_size("svg-label-soft"))
+    pitch = centres[1] - centres[0] if count > 1 else math.inf
+    stride = math.ceil((widest + 6) / pitch) if count > 1 else 1
+    return [(centres[g], f"rank {g}" if named else g) for g in range(0, count, stride)]
+
+
+def _drawing(state, routing, capacity, a2a, unit, drawn, narrow):
+    """The rank's box, the dispatch fan, every drawn expert's column of tokens (kept up to its
+    capacity line, dropped below its floor), the combine fan and the box the outputs return to.
+    The experts' boxes and the dropped tokens carry the point (svg.KEY)."""
+    tokens, count, k, ep = state["T"], state["E"], state["k"], state["ep"]
+    balance, dropped = fmt.portable(routing.balance_loss), fmt.portable(routing.dropped_fraction)
+    kept_dots = [round(n / unit) for n in routing.kept[:drawn]]
+    drop_dots = [round(n / unit) for n in routing.dropped[:drawn]]
+    for layout in NARROW if narrow else (WIDE,):
+        xs, column, groups = _columns(drawn, count // ep, layout)
+        per_row = _per_row(column, layout)
+        kept_high = math.ceil(max(kept_dots + [(capacity or 0) / unit]) / per_row) * layout.pitch
+        drop_high = math.ceil(max(drop_dots) / per_row) * layout.drop_pitch
+        if kept_high + drop_high <= NARROW_DOTS_HIGH:
+            break
+    width, margin = layout.width, layout.margin
+    key_text = (f"1 dot = {unit:,} token{'s' if unit > 1 else ''} (expected per batch)",
+                f"dashed line: {capacity:,} slots per expert" if capacity is not None else None)
+    step_text = f"step {state['step']}: E\u00b7\u03a3fP = {fmt.decimal(balance)}"
+    a2a_text = (f"dispatch All-to-All: {fmt.data_size(a2a.per_direction_bytes)} per device" if ep > 1
+                else "EP = 1: every expert is on this rank, no All-to-All leaves it")
+    parts = []
+    if narrow:  # the key's lines stacked; each All-to-All named between the box and its fan
+        lines = [line for line in key_text if line] + [step_text]
+        source = LINE * len(lines) + 8  # the top of the rank's box
+        said = _wrap(a2a_text, width - 2 * margin, "svg-label-soft")
+        fan = source + 20 + 6 + LINE * len(said)  # where the dispatch fan starts
+        top = fan + 56
+        parts += [svg.texts([(margin, LINE * (i + 1), line) for i, line in enumerate(lines)], class_="svg-label-soft"),
+                  svg.texts([(width / 2, source + 20 + LINE * (i + 1), line) for i, line in enumerate(said)],
+                            class_="svg-label-soft", text_anchor="middle")]
+    else:
+        source, fan, top = 24, 44, TOP
+    floor = top + 14 + kept_high
+    bottom = floor + 8 + drop_high
+    centres = [(xs[a] + xs[b] + column) / 2 for a, b in groups]
+    target = bottom + (64 if narrow else 44)  # the top of the box the outputs return to
+    meet = target - (LINE + 12) * narrow  # where the combine fan meets: above its name on a phone
+    parts += [
+        svg.boxes([(xs[a] - 2, top, xs[b] + column - xs[a] + 4, floor - top) for a, b in groups],
+                  class_=f"svg-lane {svg.KEY}"),
+        svg.boxes([(width / 2 - 80, source, 160, 20), (width / 2 - 80, target, 160, 20)], class_="svg-lane"),
+        svg.texts([(width / 2, source + 14, f"rank 0: {tokens:,} tokens"), (width / 2, target + 14, "rank 0: outputs combined")],
+                  class_="svg-label", text_anchor="middle"),
+        svg.segments([(width / 2, fan, c, top - 17) for c in centres], class_="stroke-comm", stroke_width=1.2),
+        svg.segments([(c, floor, width / 2, meet) for c in centres], class_="stroke-comm", stroke_width=1.2,
+                     stroke_dasharray="4 3", stroke_opacity=0.6),
+        svg.segments([(xs[a] - 2, floor, xs[b] + column + 2, floor) for a, b in groups], class_="svg-axis"),
+        svg.segments(_dot_columns(xs, kept_dots, per_row, floor, -1, layout), class_="stroke-ep", stroke_width=layout.dot,
+                     stroke_dasharray=f"{layout.dot} {layout.pitch - layout.dot}"),
+        svg.segments(_dot_columns(xs, drop_dots, per_row, floor, +1, layout),
+                     class_=f"stroke-warn {svg.KEY}" if max(drop_dots) else "stroke-warn", stroke_width=layout.dot,
+                     stroke_dasharray=f"{layout.dot} {layout.drop_pitch - layout.dot}"),
+    ]
+    if capacity is not None:
+        line = floor - capacity / unit / per_row * layout.pitch
+        parts.append(svg.segments([(x - 1, line, x + column + 1, line) for x in xs], class_="stroke-capacity",
+                                  stroke_width=1.5, stroke_dasharray="3 2"))
+    parts.append(svg.texts([(x, top - 4, label) for x, label in _rank_labels(centres, narrow)],
+                           class_="svg-label-soft", text_anchor="middle"))
+    combine = "combine All-to-All: the same bytes back" if ep > 1 else ""
+    verdict = f"dropped {fmt.percent(dropped)}" if capacity else "no limit: nothing dropped"
+    if narrow:
+        parts += [svg.texts([(width / 2, target - 8, combine)], class_="svg-label-soft", text_anchor="middle"),
+                  svg.texts([(width - margin, bottom + 12 if max(drop_dots) else floor + 14, verdict)],
+                            class_="svg-label-soft", text_anchor="end")]
+    else:
+        parts += [
+            svg.texts([(margin, 14, key_text[0] + (f"; {key_text[1]}" if key_text[1] else "")), (margin, 64, a2a_text),
+                       (margin, target - 8, combine)], class_="svg-label-soft"),
+            svg.texts([(width - margin, 14, step_text), (width - margin, bottom + 2 if max(drop_dots) else floor + 14, verdict)],
+                      class_="svg-label-soft", text_anchor="end"),
+        ]
+    return svg.document(width, target + 24, parts, label=(
+        f"Tokens of one rank routed top-{k} to {count} experts on {ep} expert-parallel ranks, with the overflow "
+        "above each expert's capacity falling below it")), groups
+
+
+def render(state, narrow=False):
     tokens, count, k, ep = state["T"], state["E"], state["k"], state["ep"]
     history = experts.expected_collapse(state["step"], count, k, skew=state["skew"], alpha=state["alpha"])
     capacity = None if state["cf"] == "none" else experts.expert_capacity(tokens, count, k, float(state["cf"]))
@@ -105,53 +234,12 @@ def render(state):
     alpha, p = state["alpha"], fmt.portable  # p: the same last digits in CPython and Pyodide
     dropped, balance, busiest = p(routing.dropped_fraction), p(routing.balance_loss), p(routing.busiest_vs_mean)
     wasted = p(routing.wasted_capacity_fraction)
-    per_rank, drawn = count // ep, min(count, MAX_DRAWN_EXPERTS)
-    xs, width, groups = _columns(drawn, per_rank)
-    per_row = max(1, int((width + 1) // PITCH))
-    kept_cols, dropped_cols = list(routing.kept[:drawn]), list(routing.dropped[:drawn])
-    unit = _unit(kept_cols, dropped_cols, capacity, per_row)
-    kept_dots, drop_dots = [round(n / unit) for n in kept_cols], [round(n / unit) for n in dropped_cols]
-    floor = TOP + 14 + math.ceil(max(kept_dots + [(capacity or 0) / unit]) / per_row) * PITCH
-    bottom = floor + 8 + math.ceil(max(drop_dots) / per_row) * (PITCH + 2)
-    centres = [(xs[a] + xs[b] + width) / 2 for a, b in groups]
-    target = bottom + 44
-    parts = [
-        svg.boxes([(xs[a] - 2, TOP, xs[b] + width - xs[a] + 4, floor - TOP) for a, b in groups], class_="svg-lane"),
-        svg.boxes([(WIDTH / 2 - 80, 24, 160, 20), (WIDTH / 2 - 80, target, 160, 20)], class_="svg-lane"),
-        svg.texts([(WIDTH / 2, 38, f"rank 0: {tokens:,} tokens"), (WIDTH / 2, target + 14, "rank 0: outputs combined")],
-                  class_="svg-label", text_anchor="middle"),
-        svg.segments([(WIDTH / 2, 44, c, TOP - 17) for c in centres], class_="stroke-comm", stroke_width=1.2),
-        svg.segments([(c, floor, WIDTH / 2, target) for c in centres], class_="stroke-comm", stroke_width=1.2,
-                     stroke_dasharray="4 3", stroke_opacity=0.6),
-        svg.segments([(xs[a] - 2, floor, xs[b] + width + 2, floor) for a, b in groups], class_="svg-axis"),
-        svg.segments(_dot_columns(xs, kept_dots, per_row, floor, -1), class_="stroke-ep", stroke_width=DOT,
-                     stroke_dasharray=f"{DOT} {PITCH - DOT}"),
-        svg.segments(_dot_columns(xs, drop_dots, per_row, floor, +1), class_="stroke-warn", stroke_width=DOT,
-                     stroke_dasharray=f"{DOT} {PITCH + 2 - DOT}"),
-    ]
-    if capacity is not None:
-        line = floor - capacity / unit / per_row * PITCH
-        parts.append(svg.segments([(x - 1, line, x + width + 1, line) for x in xs], class_="stroke-capacity",
-                                  stroke_width=1.5, stroke_dasharray="3 2"))
-    a2a_text = (f"dispatch All-to-All: {fmt.data_size(a2a.per_direction_bytes)} per device" if ep > 1
-                else "EP = 1: every expert is on this rank, no All-to-All leaves it")
-    stride = max(1, math.ceil(len(groups) / 12))
-    labels = [(centres[g], TOP - 4, f"rank {g}" if len(groups) <= 12 else g) for g in range(0, len(groups), stride)]
-    parts += [
-        svg.texts(labels, class_="svg-label-soft", text_anchor="middle"),
-        svg.texts([(MARGIN, 14, f"1 dot = {unit:,} token{'s' if unit > 1 else ''} (expected per batch)"
-                    + (f"; dashed line: {capacity:,} slots per expert" if capacity is not None else "")),
-                   (MARGIN, 64, a2a_text),
-                   (MARGIN, target - 8, "combine All-to-All: the same bytes back" if ep > 1 else "")],
-                  class_="svg-label-soft"),
-        svg.texts([(WIDTH - MARGIN, 14, f"step {state['step']}: E\u00b7\u03a3fP = {fmt.decimal(balance)}"),
-                   (WIDTH - MARGIN, bottom + 2 if max(drop_dots) else floor + 14,
-                    f"dropped {fmt.percent(dropped)}" if capacity else "no limit: nothing dropped")],
-                  class_="svg-label-soft", text_anchor="end"),
-    ]
-    drawing = svg.document(WIDTH, target + 24, parts, label=(
-        f"Tokens of one rank routed top-{k} to {count} experts on {ep} expert-parallel ranks, with the overflow "
-        "above each expert's capacity falling below it"))
+    drawn = min(count, MAX_DRAWN_EXPERTS)
+    # tokens per dot: as the wide drawing's columns hold them, at every width (a readout)
+    _, column, _ = _columns(drawn, count // ep)
+    unit = _unit(list(routing.kept[:drawn]), list(routing.dropped[:drawn]), capacity, _per_row(column, WIDE))
+    drop_dots = [round(n / unit) for n in routing.dropped[:drawn]]
+    drawing, groups = _drawing(state, routing, capacity, a2a, unit, drawn, narrow)
     held = "EP rank 0" if len(groups) == 1 else f"EP ranks 0\u2013{len(groups) - 1}"
     note = (f"Drawn: experts 0\u2013{drawn - 1} of {count} (on {held} of {ep}); the readouts count every expert."
             if drawn < count else "")

@@ -1,6 +1,7 @@
 """Figure 17: the device mesh, explorable: ranks grouped by node, one rank's process groups, and which leave a node."""
 import itertools
 import math
+from collections import namedtuple
 from bisect import bisect_left
 from functools import lru_cache
 
@@ -42,6 +43,8 @@ CONTROLS = (
     Slider("rank", "Rank", min=0, max=MAX_WORLD - 1, step=1, default=77),
     Select("axis", "Highlight the group of", tuple((a, LABELS[a]) for a in GROUP_AXES), default="tp"),
 )
+PRIMARY = ("rank", "axis")  # which rank, and which of its groups: what the drawing answers
+GROUPS = (("Parallel degrees", ("tp", "cp", "dp", "pp", "ep")), ("Layout", ("order", "gpus")))
 
 
 def constrain(state):
@@ -73,17 +76,28 @@ MAX_CELLS = 512  # a world up to this size is drawn whole
 MAX_SUBSET = 256  # a larger one: this many ranks' worth of the nodes that hold the chosen rank's groups
 # Each axis's mark on a member cell of the chosen rank's group (besides colour): a side or a diagonal.
 MARKS = {"tp": (0, 0, 1, 0), "cp": (1, 0, 1, 1), "dp": (0, 1, 1, 1), "pp": (0, 0, 0, 1), "ep": (0, 0, 1, 1), "edp": (1, 0, 0, 1)}
+LINE = 16  # between two lines of text
+MAX_COLS = 8  # squares across a node's box
+
+# The geometry of one drawing: its width, the height its node boxes may take, the largest world
+# drawn whole and the ranks' worth of nodes drawn of a larger one. Wide: the article's figure
+# column. Narrow: a phone's column (320 units, labels stay 11 px), where the grid must stay on
+# screen below the controls: a world of up to 128 ranks whole, else the chosen rank's node and
+# its groups' (128 ranks' worth), the text wrapped and the legend in one column.
+_Layout = namedtuple("_Layout", "width grid_height cells subset")
+WIDE = _Layout(WIDTH, 400, MAX_CELLS, MAX_SUBSET)
+NARROW = _Layout(320, 340, 128, 128)
 
 
-def _nodes_to_draw(mesh, groups, rank, axis):
-    """All nodes of a world of up to MAX_CELLS ranks. Beyond, MAX_SUBSET ranks' worth: the chosen
-    rank's node, the first and last node of each of its groups (the highlighted one first), then the
-    nodes of the highlighted group's other members, then of the other groups'."""
+def _nodes_to_draw(mesh, groups, rank, axis, layout=WIDE):
+    """All nodes of a world of up to ``layout.cells`` ranks. Beyond, ``layout.subset`` ranks' worth:
+    the chosen rank's node, the first and last node of each of its groups (the highlighted one
+    first), then the nodes of the highlighted group's other members, then of the other groups'."""
     g = mesh.gpus_per_node
-    if mesh.world_size <= MAX_CELLS:
+    if mesh.world_size <= layout.cells:
         return list(range(mesh.nodes))
     axes = (axis,) + tuple(a for a in GROUP_AXES if a != axis)
-    limit, chosen = max(1, MAX_SUBSET // g), {rank // g: None}
+    limit, chosen = max(1, layout.subset // g), {rank // g: None}
     for member in itertools.chain([m for a in axes for m in (groups[a][0], groups[a][-1])], *(groups[a] for a in axes)):
         if len(chosen) == limit:
             break
@@ -91,13 +105,13 @@ def _nodes_to_draw(mesh, groups, rank, axis):
     return sorted(chosen)
 
 
-def _layout(count, g):
+def _layout(count, g, layout=WIDE):
     """Cell pitch, columns per node box and node boxes per row: the largest cells (<= 36 px) that keep
-    the drawing within 720 x ~400."""
-    cols = min(g, 8)
+    the drawing within ``layout.width`` x ~``layout.grid_height``."""
+    cols = min(g, MAX_COLS)
     for pitch in range(36, 8, -1):
-        per_row = max(1, int((WIDTH - 2 * LEFT + 6) // (cols * pitch + 6)))
-        if math.ceil(count / per_row) * (math.ceil(g / cols) * pitch + 14) <= 400:
+        per_row = max(1, int((layout.width - 2 * LEFT + 6) // (cols * pitch + 6)))
+        if math.ceil(count / per_row) * (math.ceil(g / cols) * pitch + 14) <= layout.grid_height:
             break
     return pitch, cols, per_row
 
@@ -124,22 +138,61 @@ def _grid(nodes, g, world, pitch, cols, per_row, top=TOP):
     return cell, boxes, squares
 
 
-def render(state):
-    order = tuple(state["order"].split("-"))
-    mesh = Mesh(dp=state["dp"], tp=state["tp"], pp=state["pp"], cp=state["cp"], ep=state["ep"],
-                order=order, gpus_per_node=state["gpus"])
+def _links(group, runs):
+    """The group's neighbours to link, both drawn (``runs`` of its drawn members): the ends of each
+    run of squares side by side, and the end of one run to the start of the next where they follow
+    each other in the group."""
+    links = [(first, first + n - 1) for first, n in runs if n > 1]
+    ends = [(first, first + n - 1) for first, n in runs]
+    return links + [(a_end, b_first) for (_, a_end), (b_first, _) in zip(ends, ends[1:])
+                    if group[bisect_left(group, a_end) + 1] == b_first]
+
+
+def _fabrics(links, g):
+    """The fabrics the links cross: "intra" for a link inside a node, "inter" for one between nodes."""
+    return {"intra" if a // g == b // g else "inter" for a, b in links}
+
+
+def _wrap(text, width, class_):
+    """``text`` broken at spaces into lines no wider than ``width`` drawing units."""
+    size, bold = svg.label_size(class_)
+    lines = []
+    for word in text.split(" "):
+        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+def _drawing(state, mesh, groups, crosses, nodes, narrow):
+    """The grid of ``nodes``: the chosen rank outlined, its group on the chosen axis filled and
+    linked (the drawing's key), its other groups marked; the text above it and the legend below,
+    laid out for the page's width."""
+    layout = NARROW if narrow else WIDE
     rank, axis, g, world = state["rank"], state["axis"], state["gpus"], mesh.world_size
-    coords, expert = mesh.coords(rank), mesh.expert_coords(rank)
-    groups = {a: group_ranks(mesh, a, rank) for a in GROUP_AXES}
-    on_nodes = {a: nodes_of(members, g) for a, members in groups.items()}
-    crosses = {a: _crosses(mesh, a) for a in GROUP_AXES}
-    nodes = _nodes_to_draw(mesh, groups, rank, axis)
     capped = len(nodes) < mesh.nodes
-    top = TOP + 16 * capped  # a capped drawing says so on a line of its own
-    pitch, cols, per_row = _layout(len(nodes), g)
+    pitch, cols, per_row = _layout(len(nodes), g, layout)
+    box_w, box_h = cols * pitch, math.ceil(g / cols) * pitch
+    ranks = f"{world:,} ranks on {mesh.nodes:,} node{'s' if mesh.nodes > 1 else ''} of {fmt.gpus(g)}"
+    order = f"order {state['order']}, fastest first"
+    outlined = f"rank {rank} (outlined): its {LABELS[axis]} group is filled"
+    marks = ("its other groups are marked", "on an edge", "(TP top, CP right, DP bottom, PP left)", "or a diagonal (EP, expert DP)")
+    capped_text = (f"Capped: {len(nodes)} of the {mesh.nodes:,} nodes drawn", f"rank {rank}'s and its groups'",
+                   "(the table lists every member)")
+    if narrow:  # the same sentences a phrase a line (the node numbers speak for themselves)
+        fit = layout.width - 2 * LEFT
+        head = [line for phrase in (ranks, order, outlined + ",", f"{marks[0]} {marks[1]}", *marks[2:])
+                for line in _wrap(phrase, fit, "svg-label")]
+        cap = [line for phrase in (capped_text[0] + ",", *capped_text[1:]) for line in _wrap(phrase, fit, "svg-label svg-strong")]
+    else:
+        head = [ranks + (" (numbered above each box)" if box_w >= 24 else "") + f", {order}",
+                f"{outlined}, {marks[0]}", " ".join(marks[1:])]
+        cap = [f"{capped_text[0]}, {capped_text[1]} {capped_text[2]}"]
+    cap = cap if capped else []
+    top = TOP + LINE * (len(head) - 3 + len(cap))  # the grid starts below the text
     cell, boxes, squares = _grid(nodes, g, world, pitch, cols, per_row, top)
     drawn = {a: _drawn(members, cell) for a, members in groups.items()}  # each group's members on screen
-    box_w, box_h = cols * pitch, math.ceil(g / cols) * pitch
     bottom = top + 12 + math.ceil(len(nodes) / per_row) * (box_h + 14)
     size, gap = pitch - 2, 6  # a square, and the gap between node boxes
     dashes = " ".join([f"{size - 2} {pitch - size + 2}"] * (cols - 1) + [f"{size - 2} {pitch - size + 2 + gap}"])
@@ -150,7 +203,7 @@ def render(state):
         svg.segments(squares, class_="svg-axis", stroke_width=size - 2, stroke_dasharray=dashes),
         svg.segments([(x, y + size / 2, x + (n - 1) * pitch + size, y + size / 2)
                       for x, y, n in ((*cell[first], n) for first, n in runs[axis])],
-                     class_=f"stroke-{COLOURS[axis]}", stroke_width=size, stroke_dasharray=along),
+                     class_=f"stroke-{COLOURS[axis]} {svg.KEY}", stroke_width=size, stroke_dasharray=along),
     ]
     for a in GROUP_AXES:  # the other groups of the chosen rank: a side or diagonal of each member's square
         if a != axis and mesh.degree(a) > 1 and (a in AXES or mesh.ep > 1):  # EP = 1: no expert groups
@@ -163,19 +216,13 @@ def render(state):
             parts.append(svg.segments(marks, class_=f"stroke-{COLOURS[a]}", stroke_width=2.5,
                                       stroke_dasharray=along if y0 == y1 else None))
     half = pitch / 2 - 1
-    group = groups[axis]  # neighbours in the group, both drawn, are linked: along each run, and run to run
-    links = [(first, first + n - 1) for first, n in runs[axis] if n > 1]
-    ends = [(first, first + n - 1) for first, n in runs[axis]]
-    links += [(a_end, b_first) for (_, a_end), (b_first, _) in zip(ends, ends[1:])
-              if group[bisect_left(group, a_end) + 1] == b_first]
-    fabrics = set()  # the fabrics whose links are drawn (a readout's swatch only for those)
+    links = _links(groups[axis], runs[axis])  # neighbours in the group, both drawn
     for same, name, dash in ((True, "intra", None), (False, "inter", "4 3")):
         fabric_links = [(cell[a][0] + half, cell[a][1] + half, cell[b][0] + half, cell[b][1] + half)
                         for a, b in links if (a // g == b // g) == same]
-        fabrics |= {name} if fabric_links else set()
         parts.append(svg.segments(fabric_links, class_=f"stroke-{name}", stroke_width=1.5, stroke_dasharray=dash))
     x, y = cell[rank]
-    parts.append(svg.boxes([(x - 1.5, y - 1.5, size + 3, size + 3)], class_="svg-ink", stroke_width=2.5))
+    parts.append(svg.boxes([(x - 1.5, y - 1.5, size + 3, size + 3)], class_=f"svg-ink {svg.KEY}", stroke_width=2.5))
     if box_w >= 24:  # room for a four-digit node number above each box
         rows = {}
         for i, node in enumerate(nodes):
@@ -193,28 +240,42 @@ def render(state):
     else:  # a strip per run of squares: hundreds of targets would dominate every redraw
         parts.append(svg.hit_strips([(*cell[r], pitch, pitch, r) for r in sorted(cell)], "rank",
                                     class_="svg-hit", fill="transparent"))
-    fastest = "-".join(a for a in order if getattr(mesh, a) > 1) or "all degrees 1"
-    parts.append(svg.texts([
-        (LEFT, 14, f"{world:,} ranks on {mesh.nodes:,} node{'s' if mesh.nodes > 1 else ''} of {fmt.gpus(g)}"
-                   + (" (numbered above each box)" if box_w >= 24 else "") + f", order {state['order']}, fastest first"),
-        (LEFT, 30, f"rank {rank} (outlined): its {LABELS[axis]} group is filled, its other groups are marked"),
-        (LEFT, 46, "on an edge (TP top, CP right, DP bottom, PP left) or a diagonal (EP, expert DP)"),
-    ], class_="svg-label"))
+    parts.append(svg.texts([(LEFT, 14 + LINE * i, line) for i, line in enumerate(head)], class_="svg-label"))
     if capped:
-        parts.append(svg.text(LEFT, 62, f"Capped: {len(nodes)} of the {mesh.nodes:,} nodes drawn, rank {rank}'s and its "
-                                        "groups' (the table lists every member)", class_="svg-label svg-strong"))
-    legend = [(LEFT + (i % 2) * 360, bottom + 12 + (i // 2) * 16, f"{LABELS[a]} groups of {mesh.degree(a)}: "
-               + ("cross nodes" if crosses[a] else "stay inside nodes" if mesh.degree(a) > 1 else "off"))
-              for i, a in enumerate(GROUP_AXES)]
-    parts.append(svg.texts(legend, class_="svg-label"))
-    drawing = svg.document(WIDTH, bottom + 12 + 16 * ((len(GROUP_AXES) + 1) // 2), parts, label=(
+        parts.append(svg.texts([(LEFT, 14 + LINE * (len(head) + i), line) for i, line in enumerate(cap)],
+                               class_="svg-label svg-strong"))
+    legend = [f"{LABELS[a]} groups of {mesh.degree(a)}: "
+              + ("cross nodes" if crosses[a] else "stay inside nodes" if mesh.degree(a) > 1 else "off") for a in GROUP_AXES]
+    columns = 1 if narrow else 2
+    parts.append(svg.texts([(LEFT + (i % columns) * 360, bottom + 12 + (i // columns) * 16, line)
+                            for i, line in enumerate(legend)], class_="svg-label"))
+    return svg.document(layout.width, bottom + 12 + 16 * ((len(GROUP_AXES) + columns - 1) // columns), parts, label=(
         f"Grid of {len(cell)} of {world} ranks grouped by node{' (capped)' if capped else ''}, with rank {rank}'s "
-        f"{LABELS[axis]} group filled"))
+        f"{LABELS[axis]} group filled")), _fabrics(links, g)
 
+
+def render(state, narrow=False):
+    order = tuple(state["order"].split("-"))
+    mesh = Mesh(dp=state["dp"], tp=state["tp"], pp=state["pp"], cp=state["cp"], ep=state["ep"],
+                order=order, gpus_per_node=state["gpus"])
+    rank, axis, g, world = state["rank"], state["axis"], state["gpus"], mesh.world_size
+    coords, expert = mesh.coords(rank), mesh.expert_coords(rank)
+    groups = {a: group_ranks(mesh, a, rank) for a in GROUP_AXES}
+    on_nodes = {a: nodes_of(members, g) for a, members in groups.items()}
+    crosses = {a: _crosses(mesh, a) for a in GROUP_AXES}
+    nodes = _nodes_to_draw(mesh, groups, rank, axis)  # the wide drawing's: the note and the alt speak of them
+    drawing, fabrics = _drawing(state, mesh, groups, crosses,
+                                _nodes_to_draw(mesh, groups, rank, axis, NARROW) if narrow else nodes, narrow)
+    capped = len(nodes) < mesh.nodes
+    on_screen = _ranks_on(nodes, g, world) if capped else None
+    if narrow:  # a readout's swatch for the fabrics the wide drawing links, at every width
+        fabrics = _fabrics(_links(groups[axis], _runs(_drawn(groups[axis], on_screen) if capped else groups[axis],
+                                                      g, min(g, MAX_COLS))), g)
+    fastest = "-".join(a for a in order if getattr(mesh, a) > 1) or "all degrees 1"
     home = mesh.node(rank)
     notes = []
-    if len(nodes) < mesh.nodes:
-        complete = all(len(drawn[a]) == len(groups[a]) for a in GROUP_AXES)
+    if capped:
+        complete = all(len(_drawn(groups[a], on_screen)) == len(groups[a]) for a in GROUP_AXES)
         notes.append(f"{world:,} ranks on {mesh.nodes:,} nodes: drawn are the {len(nodes)} nodes that hold rank {rank}'s "
                      + ("groups." if complete else "node and as many of its groups' nodes as fit; the table lists "
                         "every member."))
@@ -255,6 +316,11 @@ def render(state):
            "groups'." if capped else "")
     )
     return View(svg=drawing, readouts=readouts, note=" ".join(notes), alt=alt, html=table)
+
+
+def _ranks_on(nodes, g, world):
+    """The ranks on ``nodes`` (the world's last node may be part-filled)."""
+    return {node * g + local for node in nodes for local in range(min(g, world - node * g))}
 
 
 def _drawn(members, cell):

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from figures import fig15_pipeline_schedules as fig15, palette, registry
+from figures import fig15_pipeline_schedules as fig15, palette, registry, svg
 from models import fmt, hardware, memory, pipeline
 from tests.figure_views import SVG, readouts
 from tests.test_svg import bars, numbers_drawn
@@ -257,3 +257,32 @@ def test_figure_15_names_stage_lanes_without_crowding(P):
         assert stages[0] == 0 and stages[-1] == P - 1 and list(stages) == sorted(set(stages))
         assert min(b - a for a, b in zip(ys, ys[1:])) >= fig15.LABEL_PITCH_PX - 0.1
         assert len(stages) == P if P <= 9 else 5 <= len(stages) <= fig15.THINNED_STAGE_LABELS
+
+
+@pytest.mark.parametrize("P,m,v", [(4, 8, 2), (16, 64, 4), (2, 1, 1), (4, 64, 2)])
+def test_figure_15_on_a_phone_fits_its_time_axis_and_marks_the_first_bubble(P, m, v):
+    """Narrow: the same four panels stacked on a 320-unit clock (no sideways scrolling at 11 px
+    labels): each title and its peak on two lines, lanes named "s0", at most 6 ticks, all
+    inside the drawing; GPipe's idle lanes (its bubble) carry the drawing's point, as wide."""
+    figure = registry()[15]
+    state = figure.validate_state({"P": P, "m": m, "v": v})
+    wide, narrow = (ET.fromstring(figure.render(state, narrow=n).svg) for n in (False, True))
+    width, height = map(float, narrow.get("viewBox").split()[2:])
+    assert width == 320 and "min-width:320px" in narrow.get("style")
+    assert height / width > 1.5 * float(wide.get("viewBox").split()[3]) / float(wide.get("viewBox").split()[2])
+    texts = [t for t in narrow.iter(f"{SVG}text")]
+    lines = [t.text for t in texts]
+    for name in pipeline.SCHEDULES:
+        timeline = pipeline.simulate(name, P, m, v if name == "interleaved" else 1)
+        title = f"{pipeline.SCHEDULE_LABELS[name]} — bubble {timeline.bubble_ratio * 100:.1f}%"
+        peak = f"peak {fmt.decimal(timeline.peak_stashes)} microbatch stashes (stage {timeline.worst_stage})"
+        assert lines[lines.index(title) + 1] == peak  # the title's second line
+    lanes = [t.text for t in texts if t.get("text-anchor") == "end" and t.text.startswith("s")]
+    assert lanes[0] == "s0" and f"s{P - 1}" in lanes and not any(t.text.startswith("stage ") for t in texts)
+    ticks = [t for t in texts if t.get("text-anchor") == "middle"]
+    assert 3 <= len(ticks) <= 6 and float(ticks[0].get("x")) == 30
+    assert all(float(t.get("x")) + svg.text_width(t.text, 11) / 2 <= 320 for t in ticks)  # none leaves the drawing
+    for drawing in (wide, narrow):
+        keys = [p for p in drawing.iter(f"{SVG}path") if "svg-key" in p.get("class", "").split()]
+        assert len(keys) == 1 and keys[0].get("class") == "fill-idle svg-key"
+        assert keys[0].get("d").count("M") == P  # the first panel's P idle lanes, GPipe's

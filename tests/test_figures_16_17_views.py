@@ -5,10 +5,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from figures import registry
+from figures import registry, svg
 from models import experts, fmt
 from models.mesh import GROUP_AXES, Mesh, axis_crosses_node, group_ranks
-from tests.figure_views import SVG, path_data, rank_targets, readouts
+from tests.figure_views import SVG, path_data, paths, rank_targets, readouts
 
 FIG16, FIG17 = registry()[16], registry()[17]
 
@@ -65,9 +65,10 @@ def test_figure_16_default_reproduces_the_article():
 
 
 def _column_dots(view, cls, pitch):
-    """Dots per column of a dot path: each vertical dashed segment holds length / pitch dots."""
+    """Dots per column of a dot path: each vertical dashed segment holds length / pitch dots (the
+    dropped ones' path also carries the drawing's key class)."""
     per_x = {}
-    for x1, y1, x2, y2 in segments(path_data(view, cls, exact=True)[0]):
+    for x1, y1, x2, y2 in segments(path_data(view, cls)[0]):
         per_x[x1] = per_x.get(x1, 0) + round(abs(y2 - y1) / pitch)
     return sum(per_x.values())
 
@@ -91,6 +92,38 @@ def test_figure_16_draws_the_expected_tokens_kept_and_dropped(raw):
     ranks_drawn = -(-drawn // (state["E"] // state["ep"]))
     assert [len(f) for f in fans] == [ranks_drawn, ranks_drawn]  # dispatch and combine, one line per EP rank
     assert ("of 256" in view.note) == (state["E"] > 64)
+
+
+@pytest.mark.parametrize("raw", STATES16 + [{"T": 512, "E": 32, "k": 3, "cf": "1", "skew": 1, "alpha": 0.05, "ep": 32},
+                                     {"T": 16384, "k": 5, "cf": "1.5", "skew": 0.5, "alpha": 0, "step": 13, "ep": 2}])
+def test_figure_16_on_a_phone_keeps_every_expert_and_its_drops_on_screen(raw):
+    """Narrow: 320 units wide (11 px labels, no sideways scrolling), every drawn expert still in one
+    row with its capacity line, as many dots kept and dropped as the wide drawing (a dot is the same
+    number of tokens), one fan line per EP rank each way; the experts' boxes and their dropped
+    tokens, the drawing's key in both drawings, stay short enough for a phone's screen."""
+    state = FIG16.validate_state(raw)
+    wide, narrow = FIG16.render(state), FIG16.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert root.get("viewBox").split()[2] == "320" and "min-width:320px" in root.get("style")
+    drawn = min(state["E"], 64)
+    for cls in ("stroke-ep", "stroke-warn"):
+        [path] = paths(narrow, cls)
+        pitch = sum(map(float, path.get("stroke-dasharray").split()))
+        assert pitch < {"stroke-ep": 4, "stroke-warn": 6}[cls]  # smaller dots than on a wide screen
+        assert _column_dots(narrow, cls, pitch) == _column_dots(wide, cls, {"stroke-ep": 4, "stroke-warn": 6}[cls])
+    if state["cf"] != "none":
+        lines = segments(path_data(narrow, "stroke-capacity", exact=True)[0])
+        assert len(lines) == drawn and len({y for _, y, _, _ in lines}) == 1 and max(x for *_, x, _ in lines) <= 320
+    fans = [segments(d) for d in path_data(narrow, "stroke-comm", exact=True)]
+    assert [len(f) for f in fans] == [-(-drawn // (state["E"] // state["ep"]))] * 2
+    for view in (wide, narrow):
+        keyed = paths(view, "svg-key")
+        assert [p.get("class") for p in keyed] == ["svg-lane svg-key"] + (
+            ["stroke-warn svg-key"] if readouts(view)["dropped_fraction"].color else [])
+    ys = [y for p in paths(narrow, "svg-key") for y in map(float, re.findall(r"[ML][\d.]+ ([\d.]+)", p.get("d")))]
+    boxes = re.findall(r"M[\d.]+ ([\d.]+)h[\d.]+v([\d.]+)", paths(narrow, "svg-key")[0].get("d"))
+    ys += [float(y) + float(h) for y, h in boxes]
+    assert (max(ys) - min(ys)) * 353 / 320 <= 450  # on a 390 px phone, below its sticky controls
 
 
 def test_figure_16_collapse_piles_tokens_onto_k_experts_and_the_button_steps():
@@ -169,26 +202,37 @@ def test_figure_17_flags_tensor_parallel_groups_that_leave_their_node():
 @pytest.mark.parametrize("raw", STATES17)
 def test_figure_17_draws_the_group_and_a_target_per_rank(raw):
     state = FIG17.validate_state(raw)
+    _check_group_and_targets(state, FIG17.render(state), whole=512, subset=256)
+
+
+def _check_group_and_targets(state, view, whole, subset):
+    """A world of up to ``whole`` ranks drawn whole, a larger one as at most ``subset`` ranks'
+    worth of nodes; the chosen group's drawn members filled (the drawing's key, with the chosen
+    rank's outline), a target per rank drawn, and links between exactly the drawn neighbours."""
     mesh = mesh17(state)
-    view = FIG17.render(state)
     root = ET.fromstring(view.svg)
     targets = rank_targets(root)
     ranks = list(targets)
     assert all(0 <= r < mesh.world_size for r in ranks) and state["rank"] in ranks
     colour = {"edp": "dp"}.get(state["axis"], state["axis"])
-    [fill] = [p for p in root.iter(f"{SVG}path") if p.get("class") == f"stroke-{colour}" and p.get("stroke-width") != "2.5"]
+    [fill] = [p for p in root.iter(f"{SVG}path") if p.get("class") == f"stroke-{colour} svg-key"]
+    assert fill.get("stroke-width") != "2.5"
+    assert [p.get("class") for p in root.iter() if "svg-key" in (p.get("class") or "").split()] == [
+        f"stroke-{colour} svg-key", "svg-ink svg-key"]  # the group filled, then the rank's outline
     size, gap = map(float, fill.get("stroke-dasharray").split())  # a run of squares: one dashed segment
     filled = sum(round((x2 - x1 + gap) / (size + gap)) for x1, _, x2, _ in segments(fill.get("d")))
     group = mesh.group(state["axis"], state["rank"])
-    if mesh.world_size <= 512:
+    if mesh.world_size <= whole:
         assert sorted(ranks) == list(range(mesh.world_size))
         assert filled == len(group)
         hits = [r for r in root.iter(f"{SVG}rect") if r.get("data-set") or r.get("data-set-strip")]
         assert all(r.get("role") == "button" for r in hits) == (mesh.world_size <= 64)
         # a target per square while they are few (tab stops), else a strip per run of squares
         assert len(hits) == mesh.world_size if mesh.world_size <= 64 else len(hits) <= mesh.world_size // 4
-    else:  # a readable subset: the nodes of the chosen rank's groups, and the note says so
-        assert len(ranks) <= 256 and filled == len(set(group) & set(ranks)) and "drawn are the" in view.note
+    else:  # a readable subset: the nodes of the chosen rank's groups, and the drawing says so
+        assert len(ranks) <= subset and filled == len(set(group) & set(ranks))
+        assert any(t.text.startswith("Capped: ") for t in root.iter(f"{SVG}text"))
+        assert "drawn are the" in view.note or mesh.world_size <= 512
     # links: every pair of group neighbours that are both drawn, and nothing else
     corner = {(round(x, 2), round(y, 2)): r for r, (x, y, _, _) in targets.items()}
     half = (size + gap) / 2 - 1
@@ -203,6 +247,28 @@ def test_figure_17_draws_the_group_and_a_target_per_rank(raw):
                 linked.add((a, b))
     drawn = set(ranks)
     assert linked == {(a, b) for a, b in zip(group, group[1:]) if a in drawn and b in drawn}
+
+
+@pytest.mark.parametrize("raw", STATES17 + [{"gpus": 64, "rank": 511, "axis": "pp"}, {"tp": 2, "dp": 4, "pp": 2, "rank": 9}])
+def test_figure_17_on_a_phone_draws_the_chosen_node_and_its_group_on_screen(raw):
+    """Narrow: 320 units wide (11 px labels, no sideways scrolling); a world of up to 128 ranks
+    whole, a larger one (the default's 512, up to 4,096) as the chosen rank's node and its groups'
+    nodes, 128 ranks' worth at most, so the chosen rank and its group stay on screen below the
+    controls; the legend in one column; the text that names the view and the table unchanged."""
+    state = FIG17.validate_state(raw)
+    wide, narrow = FIG17.render(state), FIG17.render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    width, height = map(float, root.get("viewBox").split()[2:])
+    assert width == 320 and "min-width:320px" in root.get("style")
+    _check_group_and_targets(state, narrow, whole=128, subset=128)
+    squares = [(x, y) for x, y, _, _ in rank_targets(root).values()]
+    top, bottom = min(y for _, y in squares), max(y for _, y in squares)
+    assert (bottom - top) * 353 / 320 <= 450 and max(x for x, _ in squares) < 320  # on a 390 px phone's screen
+    legend = [t for t in root.iter(f"{SVG}text") if " groups of " in t.text]
+    assert len(legend) == len(GROUP_AXES) and len({t.get("x") for t in legend}) == 1  # one column
+    assert all(svg.text_width(t.text, *svg.label_size(t.get("class"))) <= 320 - float(t.get("x"))
+               for t in root.iter(f"{SVG}text"))
+    assert (narrow.note, narrow.alt, narrow.html) == (wide.note, wide.alt, wide.html)
 
 
 def test_figure_17_constraints():
