@@ -4,6 +4,9 @@ import re
 
 import pytest
 
+import xml.etree.ElementTree as ET
+
+from figures import fig23_scaling_efficiency as fig23, registry, svg
 from models import hardware, reliability, scaling
 from tests.figure_views import SVG, inside, overlap as boxes_overlap, path_data, rectangles, render, shapes, subpaths, text_boxes, texts, values
 
@@ -66,6 +69,27 @@ def test_figure_23_marks_the_readers_n_on_every_curve_and_hides_b_noise_off_the_
     assert not any(t.startswith("B = B_noise") for t in texts(v)) and "N = 64" in texts(v)
     for css, dots in (("svg-neutral-fill", 2), ("fill-dp", 1), ("svg-ink-fill", 1)):
         assert shapes(v, css) == dots  # one marker dot per curve: strong and sample, weak, training
+
+
+
+@pytest.mark.parametrize("changes", [{}, {"b_noise": 64, "per_device_batch": 64, "N": 16384}, {"N": 1, "b_noise": 131072}])
+def test_figure_23_on_a_phone_the_plot_takes_the_width_and_the_curves_are_named_under_it(changes):
+    """Narrow (issue 34): a 320-unit drawing whose plot spans it (the end labels' 150-unit margin
+    gone), the four curves named in a legend below the axis, B_noise's name kept inside the
+    drawing even at N = 1, and the reader's N and the knee marked as the drawing's point."""
+    state, wide = render(23, **changes)
+    narrow = registry()[23].render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    width, height = map(float, root.get("viewBox").split()[2:])
+    assert width == 320
+    assert [t for t, box in text_boxes(narrow) if not inside(box, narrow)] == []
+    axis_caption = next(box for t, box in text_boxes(narrow) if t.startswith("world size N"))
+    legend = {t: box for t, box in text_boxes(narrow) if t in ("strong scaling", "weak scaling", "sample efficiency", "training efficiency")}
+    assert len(legend) == 4 and all(box[1] > axis_caption[1] + axis_caption[3] for box in legend.values())
+    keyed = [p for p in root.iter(SVG + "path") if svg.KEY in (p.get("class") or "").split()]
+    crit = scaling.critical_world_size(state["b_noise"], state["per_device_batch"])
+    assert len(keyed) == (2 if crit <= 16384 else 1)  # the line at N, and the B = B_noise line where it is on the axis
+    assert float(re.match(r"M([\d.]+) ", keyed[-1].get("d")).group(1)) == pytest.approx(fig23.NARROW.x(state["N"]), abs=0.01)
 
 
 # ---- Figure 24 -------------------------------------------------------------------------------------
