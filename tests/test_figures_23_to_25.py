@@ -261,3 +261,24 @@ def test_25_marker_labels_sit_on_no_bar_nor_on_each_other(changes):
     assert "slowest this step" in [t for t, _ in boxes]
     assert [t for t, box in boxes if not inside(box, view)] == []
     assert [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)] == []
+
+
+@pytest.mark.parametrize("changes", [{}, {"bad": 0.05, "N": 64, "cv": 0.01}, {"bad": 1, "N": 1, "cv": 0}, {"cv": 0.2, "N": 16384}])
+def test_figure_25_on_a_phone_the_slowest_rank_and_the_tax_fit_one_column(changes):
+    """Narrow (issue 34): a 320-unit drawing, its labels inside it, clear of the bars and of each
+    other; the slowest rank's dot and the expected slowest line marked as the drawing's point;
+    the tax plot's curves named in a legend under its axis."""
+    state, wide = render(25, **changes)
+    narrow = registry()[25].render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert float(root.get("viewBox").split()[2]) == 320
+    boxes = text_boxes(narrow)
+    assert [t for t, box in boxes if not inside(box, narrow)] == []
+    assert [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)] == []
+    bars = rectangles(narrow, "fill-compute")
+    assert [t for t, box in boxes for bar in bars if boxes_overlap(box, bar)] == []
+    keyed = [p.get("class") for p in root.iter(SVG + "path") if svg.KEY in (p.get("class") or "").split()]
+    assert keyed == [f"svg-ink {svg.KEY}", f"svg-ink-fill {svg.KEY}"]
+    axis = next(box for t, box in boxes if t == "world size N (GPUs, log scale)")
+    named = [t for t, box in boxes if box[1] > axis[1] + axis[3]]
+    assert named == ["exact", "√(2 ln N) rule"] + ([f"one bad card, +{state['bad']:.0%}"] if state["bad"] else [])
