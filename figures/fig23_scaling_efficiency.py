@@ -37,6 +37,8 @@ CONTROLS = (
     Slider("overlap", "Gradient communication hidden", min=0, max=1, step=0.05, default=0.9, format=fmt.percent),
 )
 PRIMARY = ("N", "b_noise")  # where the reader stands, and where the knee sits
+GROUPS = (("Batch", ("per_device_batch", "global_batch")),
+          ("One step's cost", ("step_ms", "grad_gb", "bw_GBps", "overlap")))
 
 # Curve samples: quarter powers of two, so every N the slider offers is on the curve.
 SIZES = tuple(sorted({round(2 ** (k / 4)) for k in range(57)}))
