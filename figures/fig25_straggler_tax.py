@@ -195,9 +195,8 @@ def _tax_panel(layout, n, cv, bad, tax):
         parts.append(svg.segments([(LEFT, y(bad), right, y(bad))], class_="stroke-warn", stroke_width=2))
         ends.append((y(bad) + 4, f"one bad card, +{fmt.percent(bad, 0)}"))
     if layout.legend:  # each line's stretch and name under the axis: exact and the rule on one row, the bad card below
-        styles = [("svg-ink", 2.5, ""), ("svg-ink svg-dash", 1.5, ""), ("stroke-warn", 2, "")]
-        spots = [(0, 0), (120, 0), (0, 1)]
-        for (_, name), (css, stroke, _), (dx, row) in zip(ends, styles, spots):
+        lines = (("svg-ink", 2.5, 0, 0), ("svg-ink svg-dash", 1.5, 120, 0), ("stroke-warn", 2, 0, 1))  # class, width, x, row
+        for (_, name), (css, stroke, dx, row) in zip(ends, lines):
             at = TAX_BOTTOM + 42 + LEGEND_ROW * row
             parts += [svg.segments([(6 + dx, at + 8, 32 + dx, at + 8)], class_=css, stroke_width=stroke),
                       svg.text(38 + dx, at + 12, name, class_="svg-label")]
