@@ -1,6 +1,7 @@
 """Figure 22: one tensor saved by one mesh and loaded by another; gathered against sharded writes
 (models.checkpoint)."""
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 from figures import palette, svg
@@ -41,9 +42,53 @@ CONTROLS = (
     Slider("params", "Model parameters", stops=log_stops(1e9, 1e12), default=7_500_000_000, format=fmt.si_count),
     Slider("write_GBps", "Write bandwidth per writer", stops=(0.5, 1, 2, 5, 10, 20, 50), default=2, unit="GB/s"),
 )
+PRIMARY = ("src", "dst")  # the reshard: from how many ranks to how many
 
 WIDTH, LEFT, RIGHT, BAR = 560, 70, 12, 22
 WRITERS = tuple(range(1, 16)) + tuple(range(16, 65, 4))  # where the write-time curves are sampled
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where things go: the wide drawing, or a phone's column (``narrow``)."""
+    width: float = WIDTH
+    left: float = LEFT  # where the bars start; their names end just before
+    right: float = RIGHT
+    gap: float = 8  # from a bar's name to the bar
+    plot_left: float = LEFT  # the write-time plot's axis (its duration labels before it)
+    legend: bool = False  # the curves' names under the plot, not at their ends
+    wrap: bool = False  # long lines of text broken to the drawing's width
+    new_ranks: str = "new ranks"  # the lower bar's name ("\n": on two lines)
+
+
+WIDE = _Layout()
+NARROW = _Layout(width=320, left=52, right=8, gap=6, plot_left=62, legend=True, wrap=True, new_ranks="new\nranks")
+
+
+def _lines(layout, content, size=12.0, bold=False):
+    """``content`` as the lines it takes in the drawing: one, or (narrow) as many as its width needs,
+    never breaking between a number and its unit ("105 GB")."""
+    if not layout.wrap:
+        return [content]
+    words, lines = [], []
+    for word in content.split(" "):
+        if words and words[-1][-1:].isdigit():
+            words[-1] += " " + word
+        else:
+            words.append(word)
+    for word in words:
+        if lines and svg.text_width(lines[-1] + " " + word, size, bold) <= layout.width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def _paragraph(layout, x, y, content, step=15, **attributes):
+    """``content`` at baseline ``(x, y)``, wrapped as ``_lines`` does; ``(parts, lines)``."""
+    size, bold = svg.label_size(attributes.get("class_"))
+    lines = _lines(layout, content, size, bold or attributes.get("font_weight") == "600")
+    return [svg.text(x, y + k * step, line, **attributes) for k, line in enumerate(lines)], len(lines)
 
 
 @lru_cache(maxsize=512)
@@ -68,9 +113,9 @@ def _plan(rows, saved_files, loaded_files):
                                          checkpoint.ShardLayout(loaded_files))
 
 
-def _bar(y, cuts, rows, label):
+def _bar(layout, y, cuts, rows, label):
     """A bar of ``rows`` rows cut at ``cuts`` (shard bounds), one rank colour per shard, numbered."""
-    scale = (WIDTH - LEFT - RIGHT) / rows
+    LEFT, scale = layout.left, (layout.width - layout.left - layout.right) / rows
     groups = {}
     for rank, (a, b) in enumerate(cuts):
         groups.setdefault(palette.rank_key(rank), []).append((LEFT + a * scale, y, (b - a) * scale, BAR))
@@ -84,23 +129,26 @@ def _bar(y, cuts, rows, label):
             ranks = range(key, len(cuts), palette.RANK_COLOURS)
             parts.append(svg.numerals(((tuple(LEFT + sum(cuts[r]) / 2 * scale for r in ranks), y + BAR / 2, ranks),),
                                       class_=f"op-label on-{palette.rank_key(key)}"))
-    parts.append(svg.text(LEFT - 8, y + BAR / 2 + 4, label, class_="svg-label-soft", text_anchor="end"))
+    names = label.split("\n")
+    for k, name in enumerate(names):
+        parts.append(svg.text(LEFT - layout.gap, y + BAR / 2 + 4 + 14 * (k - (len(names) - 1) / 2), name,
+                              class_="svg-label-soft", text_anchor="end"))
     return parts
 
 
-def _geometry(state, saved, loaded, verdict):
+def _geometry(layout, state, saved, loaded, verdict):
     """The saved files, the new ranks' shards, and the reads between them (or the failed guess)."""
-    rows = state["rows"]
-    scale = (WIDTH - LEFT - RIGHT) / rows
+    rows, LEFT, WIDTH = state["rows"], layout.left, layout.width
+    scale = (WIDTH - LEFT - layout.right) / rows
     old_cuts = [checkpoint.shard_bounds(rows, saved.files, i) for i in range(saved.files)]
     new_cuts = [checkpoint.shard_bounds(rows, loaded.files, i) for i in range(loaded.files)]
-    top, strip, bottom = 30, 56, 136
     head = (f"Saved by {fmt.gpus(state['src']).replace('GPU', 'rank')}: "
             + (f"{saved.files} files, one per rank" if saved.files > 1 else "one full file")
             + (", layout metadata beside them" if state["metadata"] else ", no layout metadata"))
-    parts = [svg.text(0, 14, head, class_="svg-label")]
-    parts += _bar(top, old_cuts, rows, "files")
-    parts += _bar(bottom, new_cuts, rows, "new ranks")
+    parts, count = _paragraph(layout, 0, 14, head, class_="svg-label")
+    top, strip, bottom = (v + 15 * (count - 1) for v in (30, 56, 136))
+    parts += _bar(layout, top, old_cuts, rows, "files")
+    parts += _bar(layout, bottom, new_cuts, rows, layout.new_ranks)
     if verdict.loadable:
         ranges, lines = {}, {}
         for rank, reads in enumerate(_plan(rows, saved.files, loaded.files)):
@@ -109,12 +157,12 @@ def _geometry(state, saved, loaded, verdict):
                 ranges.setdefault(key, []).append((LEFT + lo * scale, strip, (hi - lo) * scale, 6))
                 lines.setdefault(key, []).append((LEFT + (lo + hi) / 2 * scale, strip + 6, LEFT + (a + b) / 2 * scale, bottom))
         parts += [svg.boxes(boxes, class_=f"fill-{key}") for key, boxes in sorted(ranges.items())]
-        parts += [svg.segments(segs, class_=f"stroke-{key}", stroke_width=1.5) for key, segs in sorted(lines.items())]
-        parts.append(svg.text(LEFT - 8, strip + 7, "read by", class_="svg-label-soft", text_anchor="end"))
+        parts += [svg.segments(segs, class_=f"stroke-{key} {svg.KEY}", stroke_width=1.5) for key, segs in sorted(lines.items())]
+        parts.append(svg.text(LEFT - layout.gap, strip + 7, "read by", class_="svg-label-soft", text_anchor="end"))
     else:  # rank k opens file k and takes it for its own slice; ranks past the last file find none
         guesses = [(LEFT + sum(old_cuts[k]) / 2 * scale, top + BAR, LEFT + sum(new_cuts[k]) / 2 * scale, bottom)
                    for k in range(min(saved.files, loaded.files))]
-        parts.append(svg.segments(guesses, class_="stroke-warn", stroke_width=1.5, stroke_dasharray="4 3"))
+        parts.append(svg.segments(guesses, class_=f"stroke-warn {svg.KEY}", stroke_width=1.5, stroke_dasharray="4 3"))
         parts.append(svg.boxes(((LEFT + a * scale, bottom, (b - a) * scale, BAR) for a, b in new_cuts[saved.files:]),
                                class_="fill-warn"))
     if not verdict.loadable:
@@ -126,24 +174,26 @@ def _geometry(state, saved, loaded, verdict):
     else:
         say = "\u2713 Restart works: " + ("a resharding, each new rank reads the ranges its lines reach"
                                           if verdict.needs_reshard else "each rank reopens its own file")
-    parts.append(svg.text(0, bottom + BAR + 20, say, class_="svg-label", font_weight="600",
-                          style=None if verdict.loadable else "fill:var(--c-warn)"))
-    return parts, bottom + BAR + 30
+    verdict_parts, count = _paragraph(layout, 0, bottom + BAR + 20, say, step=16, class_="svg-label", font_weight="600",
+                                      style=None if verdict.loadable else "fill:var(--c-warn)")
+    return parts + verdict_parts, bottom + BAR + 30 + 16 * (count - 1)
 
 
-def _write_panel(state, top):
+def _write_panel(layout, state, top):
     """Seconds to save the whole model against the number of writing ranks, both modes, log-log."""
     curves = _curves(state["params"], state["write_GBps"])
     decades = range(math.floor(math.log10(min(map(min, curves.values())))),
                     math.ceil(math.log10(max(map(max, curves.values())))) + 1)
-    height, y0, span = 110, top + 24, WIDTH - LEFT - RIGHT - 120
+    LEFT, total = layout.plot_left, _write_time(state["params"], state["write_GBps"], "sharded", 1).total_bytes
+    parts, count = _paragraph(layout, 0, top + 12, f"Saving the whole model, {fmt.si_count(state['params'])} parameters "
+                              f"({fmt.gigabytes(total)}: {checkpoint.checkpoint_bytes_per_param()} B each, no gradients)",
+                              class_="svg-label")
+    # narrow: the curves' names go in a legend under the plot, so the plot takes the whole width
+    height, y0 = 110, top + 24 + 15 * (count - 1)
+    span = layout.width - LEFT - layout.right - (12 if layout.legend else 120)
     xs = [LEFT + math.log2(w) / 6 * span for w in WRITERS]
     y = lambda seconds: y0 + height - (math.log10(seconds) - decades[0]) / max(len(decades) - 1, 1) * height
-    total = _write_time(state["params"], state["write_GBps"], "sharded", 1).total_bytes
-    parts = [
-        svg.text(0, top + 12, f"Saving the whole model, {fmt.si_count(state['params'])} parameters ({fmt.gigabytes(total)}: "
-                 f"{checkpoint.checkpoint_bytes_per_param()} B each, no gradients)",
-                 class_="svg-label"),
+    parts += [
         svg.segments([(LEFT, y(10.0 ** d), LEFT + span, y(10.0 ** d)) for d in decades], class_="svg-axis"),
         svg.texts(((LEFT - 8, y(10.0 ** d) + 4, fmt.duration(10.0 ** d)) for d in decades), class_="svg-label-soft",
                   text_anchor="end"),
@@ -152,6 +202,7 @@ def _write_panel(state, top):
         svg.text(LEFT + span, y0 + height + 32, "ranks writing (log scale)", class_="svg-label-soft", text_anchor="end"),
     ]
     here = LEFT + math.log2(state["src"]) / 6 * span
+    bottom = y0 + height + 38
     for mode, dash in (("gathered", "6 4"), ("sharded", None)):
         ys = [y(t) for t in curves[mode]]
         chosen = mode == state["mode"]
@@ -159,21 +210,29 @@ def _write_panel(state, top):
                                   stroke_width=2.5 if chosen else 1.2, stroke_dasharray=dash))
         now = y(_write_time(state["params"], state["write_GBps"], mode, state["src"]).total_s)
         parts.append(svg.boxes(((here - 3.5, now - 3.5, 7, 7),), class_="svg-ink-fill" if chosen else "svg-neutral-fill"))
-        parts.append(svg.text(LEFT + span + 6, ys[-1] + 4, f"{mode}: {fmt.duration(curves[mode][-1])}",
-                              class_="svg-label" if chosen else "svg-label-soft"))
-    return parts, y0 + height + 38
+        name = f"{mode}: {fmt.duration(curves[mode][-1])}"
+        if layout.legend:  # a swatch of the line, then its name and its time at 64 ranks
+            parts += [svg.segments([(LEFT, bottom + 8, LEFT + 30, bottom + 8)], style="stroke:var(--ink)",
+                                   stroke_width=2.5 if chosen else 1.2, stroke_dasharray=dash),
+                      svg.text(LEFT + 38, bottom + 12, f"{name} by {WRITERS[-1]} ranks",
+                               class_="svg-label" if chosen else "svg-label-soft")]
+            bottom += 18
+        else:
+            parts.append(svg.text(LEFT + span + 6, ys[-1] + 4, name, class_="svg-label" if chosen else "svg-label-soft"))
+    return parts, bottom + 6 * layout.legend
 
 
-def render(state):
+def render(state, narrow=False):
+    layout = NARROW if narrow else WIDE
     saved = checkpoint.ShardLayout(state["src"] if state["mode"] == "sharded" else 1)
     loaded = checkpoint.ShardLayout(state["dst"])
     verdict = checkpoint.reload_verdict(checkpoint.ShardLayout(state["src"]), loaded, mode=state["mode"],
                                         has_metadata=state["metadata"])
-    geometry, bottom = _geometry(state, saved, loaded, verdict)
-    panel, height = _write_panel(state, bottom + 14)
+    geometry, bottom = _geometry(layout, state, saved, loaded, verdict)
+    panel, height = _write_panel(layout, state, bottom + 14)
     label = (f"A tensor of {state['rows']} rows saved by {state['src']} ranks ({state['mode']}) and reloaded by "
              f"{state['dst']}; write time against the number of writing ranks")
-    drawing = svg.document(WIDTH, height, geometry + panel, label=label)
+    drawing = svg.document(layout.width, height, geometry + panel, label=label)
     if verdict.loadable:  # one read per overlap of an old and a new shard (whole rows are contiguous)
         plan = _plan(state["rows"], saved.files, loaded.files)
         total, most = sum(map(len, plan)), max(map(len, plan))

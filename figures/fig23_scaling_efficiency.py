@@ -1,5 +1,6 @@
 """Figure 23: strong scaling, weak scaling and the critical batch size on one log axis."""
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 from figures import svg
@@ -35,6 +36,9 @@ CONTROLS = (
     Slider("bw_GBps", "Network bandwidth per GPU", stops=(5, 10, 12.5, 25, 50, 100, 200, 500), default=50, unit="GB/s"),
     Slider("overlap", "Gradient communication hidden", min=0, max=1, step=0.05, default=0.9, format=fmt.percent),
 )
+PRIMARY = ("N", "b_noise")  # where the reader stands, and where the knee sits
+GROUPS = (("Batch", ("per_device_batch", "global_batch")),
+          ("One step's cost", ("step_ms", "grad_gb", "bw_GBps", "overlap")))
 
 # Curve samples: quarter powers of two, so every N the slider offers is on the curve.
 SIZES = tuple(sorted({round(2 ** (k / 4)) for k in range(57)}))
@@ -50,6 +54,30 @@ CURVES = (  # (readout key, line class, line style, label): weak scaling is data
 MARKER = {"svg-ink-stroke": "svg-neutral-fill", "stroke-dp": "fill-dp", "svg-ink": "svg-ink-fill"}  # the dot on each curve at N
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Where things go: the wide drawing, or a phone's column (``legend``: the curves named under
+    the plot, not at their right ends, so the plot takes the whole width)."""
+    width: float = W
+    height: float = H
+    left: float = LEFT
+    right: float = RIGHT  # the margin right of the plot
+    top: float = TOP
+    bottom: float = BOTTOM  # under the plot, down to the axis's caption
+    legend: bool = False
+
+    def x(self, n):
+        return self.left + (self.width - self.left - self.right) * math.log2(n) / 14
+
+    def y(self, e):
+        return self.top + (self.height - self.top - self.bottom) * (1 - min(max(e, 0.0), 1.0))
+
+
+LEGEND_ROW, LEGEND_COLUMN = 18, 164  # the narrow legend: two columns of two curves
+WIDE = _Layout()
+NARROW = _Layout(width=320, height=264 + BOTTOM, left=40, right=13, top=44, legend=True)
+
+
 @lru_cache(maxsize=64)  # moving N only moves the marker
 def _curves(per_device_batch, global_batch, b_noise, step_ms, grad_gb, bw_gbps, overlap):
     return scaling.scaling_efficiencies(
@@ -63,31 +91,31 @@ def _values(p):
             "sample_efficiency": p.sample_efficiency, "effective_efficiency": p.effective_efficiency}
 
 
-def _x(n):
-    return LEFT + (W - LEFT - RIGHT) * math.log2(n) / 14
-
-
-def _y(e):
-    return TOP + (H - TOP - BOTTOM) * (1 - min(max(e, 0.0), 1.0))
-
-
-def render(state):
+def render(state, narrow=False):
+    layout = NARROW if narrow else WIDE
+    _x, _y, W, H, LEFT, TOP, BOTTOM = layout.x, layout.y, layout.width, layout.height, layout.left, layout.top, layout.bottom
     points = _curves(state["per_device_batch"], state["global_batch"], state["b_noise"], state["step_ms"],
                      state["grad_gb"], state["bw_GBps"], state["overlap"])
     here = next(p for p in points if p.world_size == state["N"])
     now = _values(here)
-    right = W - RIGHT
+    right = W - layout.right
     parts = [
         svg.segments([(LEFT, _y(f), right, _y(f)) for f in (0, 0.25, 0.5, 0.75, 1)], class_="svg-axis"),
         svg.texts(((LEFT - 6, _y(f) + 4, fmt.percent(f, 0)) for f in (0, 0.25, 0.5, 0.75, 1)), class_="svg-label-soft", text_anchor="end"),
         svg.texts(((_x(4**k), H - BOTTOM + 16, f"{4**k // 1024}K" if k > 4 else 4**k) for k in range(8)), class_="svg-label-soft", text_anchor="middle"),
         svg.text((LEFT + right) / 2, H - 6, "world size N (GPUs, log scale)", class_="svg-label-soft", text_anchor="middle"),
-        svg.text(LEFT - 40, TOP - 20, "efficiency", class_="svg-label-soft"),
+        svg.text(LEFT - 40, 14, "efficiency", class_="svg-label-soft"),  # at the top: B_noise's name goes under it
     ]
     crit = scaling.critical_world_size(state["b_noise"], state["per_device_batch"])
     if 1 <= crit <= SIZES[-1]:
-        parts += [svg.segments([(_x(crit), TOP - 4, _x(crit), H - BOTTOM)], class_="svg-ink svg-dash", stroke_width=1),
-                  svg.text(_x(crit), TOP - 10, f"B = B_noise at N = {fmt.count(crit)}", class_="svg-label-soft", text_anchor="middle")]
+        name = f"B = B_noise at N = {fmt.count(crit)}"
+        if layout.legend:  # kept inside the drawing, above the plot (the efficiency axis's name is higher still)
+            half = svg.text_width(name, svg.LABEL_SIZES["svg-label-soft"]) / 2 + 1
+            spot = min(max(_x(crit), half), W - half)
+        else:
+            spot = _x(crit)
+        parts += [svg.segments([(_x(crit), TOP - 4, _x(crit), H - BOTTOM)], class_=f"svg-ink svg-dash {svg.KEY}", stroke_width=1),
+                  svg.text(spot, TOP - 10, name, class_="svg-label-soft", text_anchor="middle")]
     one_sample = [p for p in points if p.strong_batch_per_device >= 1]
     split = [p for p in points if p.strong_batch_per_device <= 1]
     for key, colour, style, _ in CURVES:
@@ -96,17 +124,19 @@ def render(state):
             if run:
                 parts.append(svg.polyline([(_x(p.world_size), _y(_values(p)[key])) for p in run],
                                           class_=f"{colour} {dash}".strip(), stroke_width=2.5 if colour == "svg-ink" else 2))
-    # curve names at the right end, pushed apart so they never overlap
-    parts.append(svg.end_labels([(_y(_values(points[-1])[key]) + 4, label) for key, _, _, label in CURVES], right + 14,
-                                floor=H - BOTTOM, leaders_from=right + 2, class_="svg-label"))
+    if layout.legend:  # each curve's line and name under the plot
+        parts += _legend(H + 6)
+    else:  # curve names at the right end, pushed apart so they never overlap
+        parts.append(svg.end_labels([(_y(_values(points[-1])[key]) + 4, label) for key, _, _, label in CURVES], right + 14,
+                                    floor=H - BOTTOM, leaders_from=right + 2, class_="svg-label"))
     x = _x(state["N"])
     parts += [
-        svg.segments([(x, TOP, x, H - BOTTOM)], class_="svg-ink", stroke_width=1),
+        svg.segments([(x, TOP, x, H - BOTTOM)], class_=f"svg-ink {svg.KEY}", stroke_width=1),
         *(svg.circles([(x, _y(now[key]), 4.5)], class_=MARKER[colour]) for key, colour, _, _ in CURVES),
         svg.text(x + 5 if x < right - 60 else x - 5, H - BOTTOM - 6, f"N = {fmt.count(state['N'])}", class_="svg-label",
                  text_anchor="start" if x < right - 60 else "end"),
     ]
-    drawing = svg.document(W, H, parts, label=f"Scaling efficiency against world size; the reader's N = {state['N']}")
+    drawing = svg.document(W, H + 2 * LEGEND_ROW + 10 if layout.legend else H, parts, label=f"Scaling efficiency against world size; the reader's N = {state['N']}")
     batch = fmt.count(here.weak_global_batch)
     readouts = (
         Readout("strong_efficiency", "Strong scaling", fmt.percent(now["strong_efficiency"]), now["strong_efficiency"]),
@@ -129,3 +159,14 @@ def render(state):
         f"at N = {fmt.count(crit)}."
     )
     return View(svg=drawing, readouts=readouts, note=note, alt=alt)
+
+
+def _legend(top):
+    """The four curves in two columns: a stretch of each line, then its name."""
+    parts = []
+    for k, (_, colour, style, label) in enumerate(CURVES):
+        x, y = LEGEND_COLUMN * (k % 2), top + LEGEND_ROW * (k // 2)
+        parts += [svg.polyline([(x, y + 8), (x + 26, y + 8)], class_=f"{colour} {style}".strip(),
+                               stroke_width=2.5 if colour == "svg-ink" else 2),
+                  svg.text(x + 32, y + 12, label, class_="svg-label")]
+    return parts

@@ -292,3 +292,23 @@ def test_heaviest_views_stay_a_few_dozen_elements(number, changes):
     assert sum(1 for _ in root.iter()) <= 120
     assert sum(1 for _ in root.iter(SVG + "text")) <= 45
     assert len(view.svg) < 120_000
+
+
+@pytest.mark.parametrize("changes", [{}, {"metadata": False, "src": 4}, {"src": 64, "dst": 63, "rows": 1024, "params": 10**12}])
+def test_fig22_on_a_phone_the_reshard_keeps_its_lines_in_one_column_and_the_legend_goes_under_the_plot(changes):
+    """Narrow (issue 34): a 320-unit drawing, every line of text inside it, the reads (or the
+    failed guesses) marked as the drawing's point, the write-time curves named under the plot."""
+    state, wide = render(22, **changes)
+    narrow = registry()[22].render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    width, height = map(float, root.get("viewBox").split()[2:])
+    assert width == 320 and height > float(ET.fromstring(wide.svg).get("viewBox").split()[3])
+    assert [t for t, box in text_boxes(narrow) if not inside(box, narrow)] == []
+    keyed = [p for p in root.iter(SVG + "path") if svg.KEY in (p.get("class") or "").split()]
+    if values(wide)["reload_ok"]:
+        assert sum(p.get("d").count("M") for p in keyed) == values(wide)["reads_total"]  # one line per range read
+    else:
+        assert [p.get("class") for p in keyed] == [f"stroke-warn {svg.KEY}"]
+    legend = [t for t in texts(narrow) if t.endswith("by 64 ranks")]
+    assert [t.split(":")[0] for t in legend] == ["gathered", "sharded"]
+    assert not any(t.startswith("gathered:") for t in texts(wide) if t.endswith("ranks"))

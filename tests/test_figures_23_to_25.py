@@ -4,6 +4,9 @@ import re
 
 import pytest
 
+import xml.etree.ElementTree as ET
+
+from figures import fig23_scaling_efficiency as fig23, registry, svg
 from models import hardware, reliability, scaling
 from tests.figure_views import SVG, inside, overlap as boxes_overlap, path_data, rectangles, render, shapes, subpaths, text_boxes, texts, values
 
@@ -46,7 +49,7 @@ def test_figure_23_end_labels_never_collide(changes):
     """Its three end labels stacked where the curves meet (and the lowest sat on the axis's
     "16K"): now at least 15 apart, above the axis, each joined to its curve's end by a line."""
     _, v = render(23, **changes)
-    root = __import__("xml.etree.ElementTree").etree.ElementTree.fromstring(v.svg)
+    root = ET.fromstring(v.svg)
     ends = sorted(float(t.get("y")) for t in root.iter(f"{SVG}text") if float(t.get("x")) == 584.0)
     assert len(ends) == 4 and all(b - a >= 15 - 1e-9 for a, b in zip(ends, ends[1:]))
     assert 34 - 12 <= ends[0] and ends[-1] <= 330 - 40  # inside the plot's height, above the x axis's labels
@@ -66,6 +69,27 @@ def test_figure_23_marks_the_readers_n_on_every_curve_and_hides_b_noise_off_the_
     assert not any(t.startswith("B = B_noise") for t in texts(v)) and "N = 64" in texts(v)
     for css, dots in (("svg-neutral-fill", 2), ("fill-dp", 1), ("svg-ink-fill", 1)):
         assert shapes(v, css) == dots  # one marker dot per curve: strong and sample, weak, training
+
+
+
+@pytest.mark.parametrize("changes", [{}, {"b_noise": 64, "per_device_batch": 64, "N": 16384}, {"N": 1, "b_noise": 131072}])
+def test_figure_23_on_a_phone_the_plot_takes_the_width_and_the_curves_are_named_under_it(changes):
+    """Narrow (issue 34): a 320-unit drawing whose plot spans it (the end labels' 150-unit margin
+    gone), the four curves named in a legend below the axis, B_noise's name kept inside the
+    drawing even at N = 1, and the reader's N and the knee marked as the drawing's point."""
+    state, wide = render(23, **changes)
+    narrow = registry()[23].render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    width, height = map(float, root.get("viewBox").split()[2:])
+    assert width == 320
+    assert [t for t, box in text_boxes(narrow) if not inside(box, narrow)] == []
+    axis_caption = next(box for t, box in text_boxes(narrow) if t.startswith("world size N"))
+    legend = {t: box for t, box in text_boxes(narrow) if t in ("strong scaling", "weak scaling", "sample efficiency", "training efficiency")}
+    assert len(legend) == 4 and all(box[1] > axis_caption[1] + axis_caption[3] for box in legend.values())
+    keyed = [p for p in root.iter(SVG + "path") if svg.KEY in (p.get("class") or "").split()]
+    crit = scaling.critical_world_size(state["b_noise"], state["per_device_batch"])
+    assert len(keyed) == (2 if crit <= 16384 else 1)  # the line at N, and the B = B_noise line where it is on the axis
+    assert float(re.match(r"M([\d.]+) ", keyed[-1].get("d")).group(1)) == pytest.approx(fig23.NARROW.x(state["N"]), abs=0.01)
 
 
 # ---- Figure 24 -------------------------------------------------------------------------------------
@@ -152,7 +176,7 @@ def test_figure_24_the_red_dot_always_marks_the_rank_at_fault_where_the_fault_st
     """The dot marked the culprit in "divergent" but the three victims in "I/O stall": it now
     marks the rank at fault (said in the title), on the fault line, for every fault."""
     _, v = render(24, fault=fault)
-    [dots] = path_data(v, "fill-warn", exact=True)[-1:]
+    [dots] = path_data(v, f"fill-warn {svg.KEY}", exact=True)  # the dots carry the drawing's point
     centres = [(float(x) + 4.5, float(y)) for x, y in re.findall(r"M([\d.]+) ([\d.]+)a4\.50", dots)]
     culprits = reliability.culprits(fault)
     assert [round((y - 82 - 9) / 50) for _, y in centres] == list(culprits) and len(culprits) == 1
@@ -167,7 +191,7 @@ def test_figure_24_the_red_dot_always_marks_the_rank_at_fault_where_the_fault_st
 def test_figure_24_no_line_crosses_the_words_under_the_lanes(changes):
     """The fault and watchdog lines and the cuts in time ran through the lanes' captions."""
     _, v = render(24, **changes)
-    root = __import__("xml.etree.ElementTree").etree.ElementTree.fromstring(v.svg)
+    root = ET.fromstring(v.svg)
     captions = [(float(t.get("x")), float(t.get("y")), len(t.text)) for t in root.iter(f"{SVG}text")
                 if t.get("class", "").startswith("svg-label-soft svg-halo")]
     assert len(captions) == 4
@@ -177,6 +201,34 @@ def test_figure_24_no_line_crosses_the_words_under_the_lanes(changes):
         for x1, y1, x2, y2 in lines:
             inside_x = min(x1, x2) <= x + 7.4 * n and max(x1, x2) >= x
             assert not (inside_x and min(y1, y2) < y + 3 and max(y1, y2) > y - 10), (x, y, (x1, y1, x2, y2))
+
+
+
+@pytest.mark.parametrize("changes", [{}, {"fault": "dead_rank"}, {"fault": "healthy"}, {"fault": "slow_rank", "timeout_s": 2},
+                                     {"fault": "mismatched_shapes", "at_s": 10}, {"fault": "io_stall", "timeout_s": 3600}])
+def test_figure_24_on_a_phone_the_lanes_take_the_width_and_the_graph_goes_under_them(changes):
+    """Narrow (issue 34): a 320-unit drawing in one column: the lanes' captions wrapped under each
+    lane, the graph of who waits on whom under the time axis, no text outside the drawing or on
+    another; the fault line and the culprit's dot (with no fault: the lanes) carry svg-key."""
+    state, wide = render(24, **changes)
+    narrow = registry()[24].render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    width, height = map(float, root.get("viewBox").split()[2:])
+    assert width == 320 and height > float(ET.fromstring(wide.svg).get("viewBox").split()[3])
+    boxes = text_boxes(narrow)
+    assert [t for t, box in boxes if not inside(box, narrow)] == []
+    assert [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)] == []
+    axis = next(box for t, box in boxes if t.startswith("time from the"))
+    graph = next(box for t, box in boxes if t == "who waits on whom")
+    assert graph[1] > axis[1] + axis[3]  # stacked, not beside the lanes
+    keyed = [p.get("class") for p in root.iter(SVG + "path") if svg.KEY in (p.get("class") or "").split()]
+    if state["fault"] == "healthy":
+        assert keyed == [f"svg-lane {svg.KEY}"]
+    else:
+        assert keyed == [f"svg-ink svg-dash {svg.KEY}", f"fill-warn {svg.KEY}"]
+        [line] = path_data(narrow, "svg-ink svg-dash")
+        [dots] = path_data(narrow, f"fill-warn {svg.KEY}", exact=True)
+        assert float(re.match(r"M([\d.]+)", line).group(1)) == pytest.approx(float(re.match(r"M([\d.]+)", dots).group(1)) + 4.5)
 
 
 # ---- Figure 25 -------------------------------------------------------------------------------------
@@ -237,3 +289,24 @@ def test_25_marker_labels_sit_on_no_bar_nor_on_each_other(changes):
     assert "slowest this step" in [t for t, _ in boxes]
     assert [t for t, box in boxes if not inside(box, view)] == []
     assert [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)] == []
+
+
+@pytest.mark.parametrize("changes", [{}, {"bad": 0.05, "N": 64, "cv": 0.01}, {"bad": 1, "N": 1, "cv": 0}, {"cv": 0.2, "N": 16384}])
+def test_figure_25_on_a_phone_the_slowest_rank_and_the_tax_fit_one_column(changes):
+    """Narrow (issue 34): a 320-unit drawing, its labels inside it, clear of the bars and of each
+    other; the slowest rank's dot and the expected slowest line marked as the drawing's point;
+    the tax plot's curves named in a legend under its axis."""
+    state, wide = render(25, **changes)
+    narrow = registry()[25].render(state, narrow=True)
+    root = ET.fromstring(narrow.svg)
+    assert float(root.get("viewBox").split()[2]) == 320
+    boxes = text_boxes(narrow)
+    assert [t for t, box in boxes if not inside(box, narrow)] == []
+    assert [(t, u) for i, (t, a) in enumerate(boxes) for u, b in boxes[i + 1:] if boxes_overlap(a, b)] == []
+    bars = rectangles(narrow, "fill-compute")
+    assert [t for t, box in boxes for bar in bars if boxes_overlap(box, bar)] == []
+    keyed = [p.get("class") for p in root.iter(SVG + "path") if svg.KEY in (p.get("class") or "").split()]
+    assert keyed == [f"svg-ink {svg.KEY}", f"svg-ink-fill {svg.KEY}"]
+    axis = next(box for t, box in boxes if t == "world size N (GPUs, log scale)")
+    named = [t for t, box in boxes if box[1] > axis[1] + axis[3]]
+    assert named == ["exact", "√(2 ln N) rule"] + ([f"one bad card, +{state['bad']:.0%}"] if state["bad"] else [])

@@ -65,7 +65,7 @@ def test_figure_24_the_faults_time_moves_the_run_and_the_dot_marks_the_rank_at_f
     on the rank at fault: rank 3 when it skips a collective, rank 2 when it is stuck in I/O."""
     page = session.page
     state = FIG24.validate_state(readouts_state(page, FIG24))
-    run_bar = "() => document.querySelector('#fig-24 svg path.fill-forward').getAttribute('d')"
+    run_bar = "() => document.querySelector('#fig-24 svg path.fill-compute').getAttribute('d')"
     move_and_check(page, FIG24, state, "fault", "divergent_control_flow")
     move_and_check(page, FIG24, state, "at_s", 10)
     early = page.evaluate(run_bar)
