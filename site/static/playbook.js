@@ -335,9 +335,15 @@ setTimeout(function (ownScript) {
 
   // On a wide screen the "More controls" fold is always open (playbook.css shows it open
   // where ::details-content is styled; this opens it where it is not).
+  // Back on a phone, the folds opened for the wide screen close again (not one the reader opened).
   function openFolds(element) {
-    if (narrowQuery.matches) return;
-    element.querySelectorAll('[data-role="more-controls"]').forEach(function (fold) { fold.open = true; });
+    element.querySelectorAll('[data-role="more-controls"]').forEach(function (fold) {
+      if (!narrowQuery.matches && !fold.open) { fold.open = true; fold.dataset.openedForWide = ""; }
+      else if (narrowQuery.matches && fold.hasAttribute("data-opened-for-wide")) {
+        fold.open = false;
+        fold.removeAttribute("data-opened-for-wide");
+      }
+    });
   }
 
   // A link's state (#fig-15:P=8,m=16): the figure takes it and scrolls into view.

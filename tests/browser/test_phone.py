@@ -72,6 +72,7 @@ def test_no_figure_scrolls_sideways_at_390_or_360_px(phone):
     page.set_viewport_size({"width": 360, "height": 780})
     try:
         _settled(page)
+        page.wait_for_timeout(300)  # plotly resizes its charts 100 ms after the window
         assert page.evaluate("document.documentElement.scrollWidth") <= 360
         assert not _overflowing(page), _overflowing(page)
     finally:
@@ -95,7 +96,10 @@ def test_a_phone_turned_wide_and_back_draws_each_figure_for_its_width(phone):
     page.wait_for_function("(a) => parseFloat(document.querySelector('#' + a + ' [data-role=view] > svg').style.minWidth) <= %d"
                            % NARROW_DRAWING_PX, arg=f"fig-{wide[0]:02d}", timeout=30_000)
     assert all(_min_width(page, f"fig-{n:02d}") <= NARROW_DRAWING_PX for n in wide)
+    page.wait_for_timeout(300)
     assert not _overflowing(page)
+    # the "More controls" folds the wide screen opened are folded again
+    assert page.evaluate("[...document.querySelectorAll('[data-role=more-controls]')].every(d => !d.open)")
 
 
 @pytest.mark.parametrize("number", NUMBERS, ids=[f"fig-{n:02d}" for n in NUMBERS])

@@ -7,7 +7,7 @@ import pytest
 
 from figures import registry
 
-from tests.browser.harness import PageSession, screenshot_matches
+from tests.browser.harness import PageSession, figure_screenshot, screenshot_matches
 from tests.browser.test_reader import show_every_figure
 
 pytestmark = pytest.mark.browser
@@ -21,6 +21,8 @@ def shown(request, browser, base_url):
     session = PageSession(browser, base_url, viewport=WIDTHS[request.param])
     page = session.open("/")
     show_every_figure(page)
+    # the phone's controls bar would follow each slice of a tall figure down (test_phone.py tests it)
+    page.add_style_tag(content=".figure .controls { position: static !important; }")
     yield request.param, page
     session.close()
 
@@ -31,7 +33,7 @@ def _shoot(page, anchor):
     if page.query_selector(f"#{anchor} [data-role=plot]"):
         page.wait_for_selector(f"#{anchor} .js-plotly-plot .bars", timeout=30_000)
     page.wait_for_timeout(250)
-    return page.locator(f"#{anchor}").screenshot(animations="disabled")
+    return figure_screenshot(page, anchor)
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
