@@ -57,9 +57,10 @@ def paragraph(text, **attributes):
 
 def code(text, *, label, copy=True):
     """A block of code (command-line arguments, a config file) with a copy button; the
-    page's script copies the ``<pre>``'s text when the button is pressed."""
+    page's script copies the ``<pre>``'s text when the button is pressed. The block scrolls
+    sideways rather than wrap: it takes focus, so a keyboard can scroll it too."""
     button = f'<button type="button" class="copy-button" data-copy>{_text("Copy " + label)}</button>' if copy else ""
-    return f'<div class="code-block">{button}<pre aria-label="{_text(label)}"><code>{_text(text)}</code></pre></div>'
+    return f'<div class="code-block">{button}<pre tabindex="0" aria-label="{_text(label)}"><code>{_text(text)}</code></pre></div>'
 
 
 def fold(summary, *blocks, **attributes):

@@ -36,6 +36,7 @@ import asyncio
 import gc
 import itertools
 import json
+import re
 import time
 import traceback
 from collections import OrderedDict
@@ -43,6 +44,7 @@ from collections import OrderedDict
 import figures
 from figures.contract import Number, Slider, Toggle, decode_fragment, encode_state, nearby_moves, nearby_states
 
+TYPED_SEPARATORS = re.compile(r"[,\s_]")  # what playbook.js strips from a typed field's text in a readings key
 VIEW_CACHE_SIZE = 128  # views kept per figure
 AHEAD_LIMIT = 256  # states rendered ahead per figure, nearest first
 ALIASES_PER_TURN = 32  # readings keys aliased in one turn of the render-ahead loop
@@ -159,7 +161,11 @@ class FigureSession:
         again, errors = self.figure.check_state(self.values_from_readings(readings))
         if errors or _state_key(again) != _state_key(selects if selects is not None else state):
             return None
-        return json.dumps(sorted(readings.items()), separators=(",", ":"), ensure_ascii=False)
+        # a typed count is keyed without its separators, as the page keys what a reader types
+        # ("1,024" shown, "1024" typed: the same state)
+        typed = {c.key for c in self.figure.stateful_controls if isinstance(c, Number)}
+        keyed = {key: TYPED_SEPARATORS.sub("", value) if key in typed else value for key, value in readings.items()}
+        return json.dumps(sorted(keyed.items()), separators=(",", ":"), ensure_ascii=False)
 
     def describe(self, state, view):
         return {

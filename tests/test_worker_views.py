@@ -31,10 +31,15 @@ def views_posted_for(posted, number):
     return sum(1 for m in posted if isinstance(m, str) and f'"type":"view","number":{number},' in m)
 
 
-def page_key(readings):
-    """What playbook.js's readingsKey() makes of the controls' readings."""
-    return json.dumps([[key, str(readings[key]).lower() if isinstance(readings[key], bool) else str(readings[key])]
-                       for key in sorted(readings)], separators=(",", ":"), ensure_ascii=False)
+def page_key(readings, typed=()):
+    """What playbook.js's readingsKey() makes of the controls' readings (``typed``: the keys
+    of text fields, keyed without separators)."""
+    def text(key):
+        value = readings[key]
+        if isinstance(value, bool):
+            return str(value).lower()
+        return re.sub(r"[,\s_]", "", str(value)) if key in typed else str(value)
+    return json.dumps([[key, text(key)] for key in sorted(readings)], separators=(",", ":"), ensure_ascii=False)
 
 
 def page_readings(figure, state):
@@ -75,9 +80,19 @@ def test_a_views_key_is_the_readings_that_select_exactly_its_state(figure):
     for state in [figure.default_state(), *nearby_states(figure, figure.default_state(), 12), *typed]:
         readings = page_readings(figure, state)
         key = session.readings_key(state)
-        assert key == page_key(readings), figure.number
+        assert key == page_key(readings, {c.key for c in figure.stateful_controls if isinstance(c, Number)}), figure.number
         answer = json.loads(worker.update(figure.number, json.dumps(readings), "{}", ""))
         assert answer["view"]["state"] == state and answer["view"]["key"] == key and answer["errors"] == {}
+
+
+def test_a_count_typed_without_separators_is_keyed_as_the_one_shown_with_them():
+    planner = registry()[21]
+    session = FigureSession(planner)
+    state = planner.validate_state({"batch": 1024})
+    shown = page_readings(planner, state)
+    assert shown["batch"] == "1,024"
+    typed = {c.key for c in planner.stateful_controls if isinstance(c, Number)}
+    assert session.readings_key(state) == page_key({**shown, "batch": "1024"}, typed) == page_key(shown, typed)
 
 
 def test_a_typed_number_whose_shown_text_rounds_it_gets_no_key():

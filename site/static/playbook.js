@@ -533,7 +533,14 @@ setTimeout(function (ownScript) {
   // The controls' readings as the worker keys its views (FigureSession.readings_key).
   LiveFigure.prototype.readingsKey = function (readings) {
     readings = readings || this.readings();
-    return JSON.stringify(Object.keys(readings).sort().map((key) => [key, String(readings[key])]));
+    // a typed count reads the same with or without its separators ("1,024", "1024"): figures/worker.py
+    if (!this.typed || this.typed.bound !== this.controls.length) {
+      this.typed = new Set(this.controls.filter((n) => n.type === "text").map((n) => n.dataset.control));
+      this.typed.bound = this.controls.length;
+    }
+    const typed = this.typed;
+    return JSON.stringify(Object.keys(readings).sort().map((key) => [key,
+      typed.has(key) ? String(readings[key]).replace(/[,\s_]/g, "") : String(readings[key])]));
   };
 
   LiveFigure.prototype.paintKept = function () {

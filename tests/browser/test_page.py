@@ -201,6 +201,8 @@ def test_without_javascript_charts_read_as_text(browser, base_url):
         summary = figure.render(figure.default_state()).summary()
         assert page.text_content("#fig-08 .plot-fallback").strip() == summary
         assert not page.is_visible("#fig-08 [data-role=controls]")
-        assert page.locator("#fig-15 svg").count() == 1
+        # the drawing baked for this width is shown, the phone's beside it is not
+        assert page.locator("#fig-15 [data-role=view] > svg").count() == 2
+        assert page.is_visible("#fig-15 svg[data-layout=wide]") and page.is_hidden("#fig-15 svg[data-layout=narrow]")
     finally:
         context.close()

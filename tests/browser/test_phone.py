@@ -93,8 +93,8 @@ def test_a_phone_turned_wide_and_back_draws_each_figure_for_its_width(phone):
     finally:
         page.set_viewport_size(PHONE)
     _settled(page)
-    page.wait_for_function("(a) => parseFloat(document.querySelector('#' + a + ' [data-role=view] > svg').style.minWidth) <= %d"
-                           % NARROW_DRAWING_PX, arg=f"fig-{wide[0]:02d}", timeout=30_000)
+    page.wait_for_function("(anchors) => anchors.every(a => parseFloat(document.querySelector('#' + a + ' [data-role=view] > svg').style.minWidth) <= %d)"
+                           % NARROW_DRAWING_PX, arg=[f"fig-{n:02d}" for n in wide], timeout=30_000)
     assert all(_min_width(page, f"fig-{n:02d}") <= NARROW_DRAWING_PX for n in wide)
     page.wait_for_timeout(300)
     assert not _overflowing(page)
