@@ -67,21 +67,11 @@ def _ranks(group):
 
 def _wrap(text, width, size, bold=False):
     """``text`` in lines no wider than ``width`` at ``size`` (words kept whole); ``width``
-    None: one line. (A private helper: svg.py has no text wrapping.)"""
+    None: one line."""
     if width is None or svg.text_width(text, size, bold) <= width:
         return [text]
-    lines, words = [], []
-    for word in text.split(" "):
-        if words and len(word) <= 2:  # a word of one or two letters ("s.", "of") starts no line
-            words[-1] += " " + word
-        else:
-            words.append(word)
-    for word in words:
-        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
-            lines[-1] = f"{lines[-1]} {word}"
-        else:
-            lines.append(word)
-    return lines
+    # a word of one or two letters ("s.", "of") starts no line
+    return svg.wrap(text, width, size, bold, keep=lambda before, word: len(word) <= 2)
 
 
 def _grid(width, nodes, gpus, cell, across, pad, gap, row_gap, least=0):

@@ -66,16 +66,10 @@ def _step(cut, state):
 
 def _wrap(text, width, size, bold=False):
     """``text`` in lines no wider than ``width`` at ``size`` (words kept whole); ``width``
-    None: one line. (A private helper: svg.py has no text wrapping.)"""
+    None: one line."""
     if width is None or svg.text_width(text, size, bold) <= width:
         return [text]
-    lines = []
-    for word in text.split(" "):
-        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
-            lines[-1] = f"{lines[-1]} {word}"
-        else:
-            lines.append(word)
-    return lines
+    return svg.wrap(text, width, size, bold)
 
 
 def _texts(cut, d, step, wrap=None):

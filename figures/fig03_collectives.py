@@ -96,20 +96,14 @@ def _layout(narrow):
 
 def _wrap(text, width, css):
     """``text`` in lines no wider than ``width`` when drawn with classes ``css`` (words kept
-    whole); ``width`` None: one line. (A private helper: svg.py has no text wrapping.)"""
+    whole); ``width`` None: one line."""
     size, bold = svg.label_size(css)
     if width is None or svg.text_width(text, size, bold) <= width:
         return [text]
     head, colon, tail = text.partition(": ")  # a title: "AllReduce over 8 ranks, ring:" / "step 7 of 14" where each fits
     if colon and "svg-title" in css and all(svg.text_width(part, size, bold) <= width for part in (head + ":", tail)):
         return [head + ":", tail]
-    lines = []
-    for word in text.split(" "):
-        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
-            lines[-1] = f"{lines[-1]} {word}"
-        else:
-            lines.append(word)
-    return lines
+    return svg.wrap(text, width, size, bold)
 
 
 def _key(css, items):

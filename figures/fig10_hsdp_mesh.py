@@ -90,13 +90,7 @@ FABRIC_NAME = {hsdp.INTRA_NODE: "inside a node", hsdp.INTER_NODE: "across nodes"
 
 def _wrap(text, width, size=11):
     """``text`` broken at spaces into lines no wider than ``width`` (0: one line)."""
-    lines = []
-    for word in text.split(" "):
-        if lines and (not width or svg.text_width(f"{lines[-1]} {word}", size) <= width):
-            lines[-1] += f" {word}"
-        else:
-            lines.append(word)
-    return lines
+    return svg.wrap(text, width or float("inf"), size)
 
 
 def _mesh(state, step, top, layout):

@@ -58,13 +58,7 @@ COLLECTIVE_TEXT = {
 
 def _wrap(text, width, size=LABEL):
     """``text`` broken at spaces into lines no wider than ``width``."""
-    lines = []
-    for word in text.split(" "):
-        if lines and svg.text_width(f"{lines[-1]} {word}", size) <= width:
-            lines[-1] += f" {word}"
-        else:
-            lines.append(word)
-    return lines
+    return svg.wrap(text, width, size)
 
 
 def _pieces_layout(panel, columns):

@@ -71,30 +71,7 @@ def _lines(content, width, size):
     """``content`` broken at spaces into the fewest lines no wider than ``width`` at
     ``size``, as even in length as they can be (no last line of one word). A number stays
     on the line of the word after it (its unit)."""
-    words = []
-    for word in content.split(" "):
-        if words and words[-1][-1:].isdigit():
-            words[-1] += " " + word
-        else:
-            words.append(word)
-
-    def greedy(limit):
-        lines = [""]
-        for word in words:
-            wider = f"{lines[-1]} {word}".strip()
-            if lines[-1] and svg.text_width(wider, size) > limit:
-                lines.append(word)
-            else:
-                lines[-1] = wider
-        return lines
-
-    lines = greedy(width)
-    while len(lines) > 1 and width > 0:  # narrow the measure while it takes no more lines
-        width -= 4
-        if len(greedy(width)) > len(lines):
-            break
-        lines = greedy(width)
-    return lines
+    return svg.wrap(content, width, size, keep=svg.with_its_unit, even=True)
 
 
 def _columns(times, chosen, intra, network):

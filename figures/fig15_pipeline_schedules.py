@@ -175,14 +175,7 @@ def _drawing(state, timelines, errors, narrow):
 
 def _wrap(text, width, class_):
     """``text`` broken at spaces into lines no wider than ``width`` drawing units."""
-    size, bold = svg.label_size(class_)
-    lines = []
-    for word in text.split(" "):
-        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
-            lines[-1] += f" {word}"
-        else:
-            lines.append(word)
-    return lines
+    return svg.wrap(text, width, *svg.label_size(class_))
 
 
 def render(state, narrow=False):

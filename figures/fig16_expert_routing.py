@@ -124,14 +124,7 @@ def _dot_columns(xs, counts, per_row, floor, direction, layout=WIDE):
 
 def _wrap(text, width, class_):
     """``text`` broken at spaces into lines no wider than ``width`` drawing units."""
-    size, bold = svg.label_size(class_)
-    lines = []
-    for word in text.split(" "):
-        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
-            lines[-1] += f" {word}"
-        else:
-            lines.append(word)
-    return lines
+    return svg.wrap(text, width, *svg.label_size(class_))
 
 
 def _rank_labels(centres, narrow):

@@ -155,14 +155,7 @@ def _fabrics(links, g):
 
 def _wrap(text, width, class_):
     """``text`` broken at spaces into lines no wider than ``width`` drawing units."""
-    size, bold = svg.label_size(class_)
-    lines = []
-    for word in text.split(" "):
-        if lines and svg.text_width(f"{lines[-1]} {word}", size, bold) <= width:
-            lines[-1] += f" {word}"
-        else:
-            lines.append(word)
-    return lines
+    return svg.wrap(text, width, *svg.label_size(class_))
 
 
 def _drawing(state, mesh, groups, crosses, nodes, narrow):

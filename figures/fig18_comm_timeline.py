@@ -64,16 +64,7 @@ class _Layout:
         """``text`` as the lines it takes from ``x0 + indent`` to ``x1``: one line wide."""
         if not self.narrow:
             return [text]
-        size, bold = svg.label_size(css)
-        room = self.x1 - self.x0 - indent
-        lines, line = [], ""
-        for word in text.split():
-            longer = f"{line} {word}" if line else word
-            if line and svg.text_width(longer, size, bold) > room:
-                lines.append(line)
-                longer = word
-            line = longer
-        return lines + [line]
+        return svg.wrap(" ".join(text.split()), self.x1 - self.x0 - indent, *svg.label_size(css))
 
 
 WIDE = _Layout(720, 6, 714, 6, narrow=False)

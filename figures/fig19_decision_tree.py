@@ -200,15 +200,7 @@ NARROW_W, NARROW_X, LINE, STEP = 320, 6, 16, 22
 
 
 def _wrap(text, css, room):
-    size, bold = svg.label_size(css)
-    lines, line = [], ""
-    for word in text.split():
-        longer = f"{line} {word}" if line else word
-        if line and svg.text_width(longer, size, bold) > room:
-            lines.append(line)
-            longer = word
-        line = longer
-    return lines + [line]
+    return svg.wrap(" ".join(text.split()), room, *svg.label_size(css))
 
 
 def _path(r, state, failed):

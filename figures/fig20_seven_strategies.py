@@ -179,15 +179,7 @@ NARROW_LEGEND = (("ledger", "state held: weights, gradients, optimizer"),) + LEG
 
 def _fit(text, css, room):
     """``text`` as the lines it takes ``room`` wide."""
-    size, bold = svg.label_size(css)
-    lines, line = [], ""
-    for word in text.split():
-        longer = f"{line} {word}" if line else word
-        if line and svg.text_width(longer, size, bold) > room:
-            lines.append(line)
-            longer = word
-        line = longer
-    return lines + [line]
+    return svg.wrap(" ".join(text.split()), room, *svg.label_size(css))
 
 
 def _all_panels(frames, frame_text, geo):

@@ -70,18 +70,7 @@ def _lines(layout, content, size=12.0, bold=False):
     never breaking between a number and its unit ("105 GB")."""
     if not layout.wrap:
         return [content]
-    words, lines = [], []
-    for word in content.split(" "):
-        if words and words[-1][-1:].isdigit():
-            words[-1] += " " + word
-        else:
-            words.append(word)
-    for word in words:
-        if lines and svg.text_width(lines[-1] + " " + word, size, bold) <= layout.width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
+    return svg.wrap(content, layout.width, size, bold, keep=svg.with_its_unit)
 
 
 def _paragraph(layout, x, y, content, step=15, **attributes):

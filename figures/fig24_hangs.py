@@ -79,19 +79,10 @@ LINE, HEAD_LINE = 14, 15  # from one wrapped line of text to the next (narrow): 
 def _lines(layout, x, content, class_):
     """``content`` as the lines it takes from ``x``: one, or (``layout.wrap``) as many as the
     drawing's width needs, never broken around a number ("rank 3", "ranks 0, 1, 2", "10 min")."""
-    words, lines = [], []
-    for word in content.split(" ") if layout.wrap else (content,):
-        if words and (words[-1][-1:].isdigit() or word[:1].isdigit()):
-            words[-1] += " " + word
-        else:
-            words.append(word)
-    size, bold = svg.label_size(class_)
-    for word in words:
-        if lines and svg.text_width(lines[-1] + " " + word, size, bold) <= layout.width - x:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
+    if not layout.wrap:
+        return [content]
+    return svg.wrap(content, layout.width - x, *svg.label_size(class_),
+                    keep=lambda before, word: svg.with_its_unit(before, word) or word[:1].isdigit())
 
 
 @lru_cache(maxsize=64)

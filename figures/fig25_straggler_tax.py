@@ -78,18 +78,8 @@ LEGEND_ROW = 18
 def _paragraph(layout, x, y, content, step=15, **attributes):
     """``content`` at baseline ``(x, y)``: one line, or (``layout.wrap``) as many as the drawing's
     width needs, never broken between a number and its unit; ``(parts, lines)``."""
-    words, lines = [], []
-    for word in content.split(" ") if layout.wrap else (content,):
-        if words and words[-1][-1:].isdigit():
-            words[-1] += " " + word
-        else:
-            words.append(word)
-    size, bold = svg.label_size(attributes.get("class_"))
-    for word in words:
-        if lines and svg.text_width(lines[-1] + " " + word, size, bold) <= layout.width - x:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
+    lines = (svg.wrap(content, layout.width - x, *svg.label_size(attributes.get("class_")), keep=svg.with_its_unit)
+             if layout.wrap else [content])
     return [svg.text(x, y + k * step, line, **attributes) for k, line in enumerate(lines)], len(lines)
 
 

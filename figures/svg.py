@@ -412,6 +412,42 @@ def text_width(content, size, bold=False):
     return em * size * (_BOLD_WIDTH if bold else 1.0)
 
 
+def wrap(content, width, size, bold=False, *, keep=None, even=False):
+    """``content`` broken at spaces into lines no wider than ``width`` drawing units at
+    ``size`` (by ``text_width``; a word wider than that has a line of its own). ``keep``:
+    ``keep(before, word)`` true where ``word`` must stay on the line of the word before it
+    (``with_its_unit``: "105 GB"). ``even``: the fewest lines, as even in length as they can
+    be (no last line of one word). The figures' narrow layouts wrap their texts with it."""
+    words = []
+    for word in content.split(" "):
+        if words and keep is not None and keep(words[-1], word):
+            words[-1] += " " + word
+        else:
+            words.append(word)
+
+    def greedy(limit):
+        lines = []
+        for word in words:
+            if lines and text_width(f"{lines[-1]} {word}", size, bold) <= limit:
+                lines[-1] += " " + word
+            else:
+                lines.append(word)
+        return lines
+
+    lines = greedy(width)
+    while even and len(lines) > 1 and width > 0:  # narrow the measure while it takes no more lines
+        width -= 4
+        if len(greedy(width)) > len(lines):
+            break
+        lines = greedy(width)
+    return lines
+
+
+def with_its_unit(before, word):
+    """``wrap``'s ``keep`` for a number and the word after it ("105 GB", "64 ranks")."""
+    return before[-1:].isdigit()
+
+
 def text_box(x, y, content, size, anchor="start", bold=False):
     """The box ``(x, y, width, height)`` a ``<text>`` at baseline ``(x, y)`` covers."""
     width = text_width(content, size, bold)

@@ -176,3 +176,15 @@ def test_placed_labels_never_overlap_nor_leave_a_roomy_drawing(items):
     for i, a in enumerate(boxes):
         assert 0 <= a[0] and a[0] + a[2] <= 300 + 1e-6 and 0 <= a[1] and a[1] + a[3] <= 200 + 1e-6
         assert all(_apart(a, b) for b in boxes[i + 1:])
+
+
+def test_wrap_breaks_at_spaces_within_the_width_and_keeps_what_it_is_told_to():
+    text = "communication hidden under compute: 71.9 ms of 9.16 s per step"
+    lines = svg.wrap(text, 120, 12)
+    assert " ".join(lines) == text and len(lines) > 1
+    assert all(svg.text_width(line, 12) <= 120 for line in lines if " " in line)
+    kept = svg.wrap(text, 120, 12, keep=svg.with_its_unit)
+    assert all(not line.split(" ")[-1][-1:].isdigit() for line in kept[:-1])  # no number ends a line
+    even = svg.wrap(text, 200, 12, even=True)
+    assert len(even) == len(svg.wrap(text, 200, 12)) and max(map(len, even)) <= max(map(len, svg.wrap(text, 200, 12)))
+    assert svg.wrap("one", 1, 12) == ["one"] and svg.wrap("", 100, 12) == [""]
