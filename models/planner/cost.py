@@ -600,9 +600,13 @@ def _tail(ctx, terms, rank, zero):
     DDP AllReduces the gradients behind the last microbatch's backward; ZeRO-1
     ReduceScatters them there and AllGathers the updated weights behind the next step's
     first forward (Megatron-LM's overlap-grad-reduce / overlap-param-gather; FSDP without
-    resharding and with gradient sync on the last microbatch only, as Llama 3 runs it);
-    ZeRO-2 ReduceScatters after every microbatch, as DeepSpeed and FSDP do; ZeRO-3 gathers
-    the weights for every microbatch's forward and backward too. A collective hides behind
+    resharding and with gradient sync on the last microbatch only); ZeRO-2 ReduceScatters
+    after every microbatch, as DeepSpeed and FSDP do, and waits for it at the end of that
+    backward, except under FSDP with a pipeline, whose reductions run asynchronously
+    (Llama 3 Sec. 3.3.2: FSDP "shards optimizer states and gradients" and tolerates latency
+    "by asynchronously ... reducing gradients"): a 1F1B rank's next forwards and backwards
+    follow at once, so they hide behind the microbatch's forward and backward both;
+    ZeRO-3 gathers the weights for every microbatch's forward and backward too. A collective hides behind
     its window as ``models.overlap.hidden_comm`` says, exposed = max(0, comm - window), and
     what hides still slows the compute under it (``_behind``); DeepSpeed's ZeRO-3 hides only
     DEEPSPEED_ZERO3_OVERLAP of what fits in its window."""
@@ -643,7 +647,11 @@ def _tail(ctx, terms, rank, zero):
                                                                                      backward))
             continue
         scatter = reduces * lines[1][0] + lines[1][1] * grads
-        exposed += (m if zero == 2 else 1) * behind(scatter, backward)
+        if zero == 2:
+            asynchronous = terms.framework == "fsdp" and terms.schedule[1] > 1
+            exposed += m * behind(scatter, backward + forward if asynchronous else backward)
+        else:
+            exposed += behind(scatter, backward)
         exposed += behind(gathers * lines[2][0] + lines[2][1] * weights, forward)
     return exposed, ADAM_STEP_BYTES * updated / ctx.hbm_rate
 

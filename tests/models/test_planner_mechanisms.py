@@ -153,6 +153,32 @@ def test_zero3_at_a_fixed_batch_is_communication_bound_the_way_table_2_shows():
     assert planner.predict(case.model, case.cluster, fsdp).step_time_s < steps[2] / 2  # what FSDP's layers would do
 
 
+def test_fsdp_in_a_pipeline_reduces_gradients_asynchronously_behind_the_whole_microbatch():
+    """Llama 3 Sec. 3.3.2: Meta's FSDP shards gradients (ZeRO-2's memory) and reduces them
+    asynchronously, so a pipeline rank's per-microbatch ReduceScatter hides behind the
+    forwards and backwards that follow it; without a pipeline (or under Megatron-LM) it
+    must finish inside that microbatch's backward."""
+    case = {c.case.case_id: c for c in planner.validate()}["llama3_405b_t4_8192gpu"].case
+    assert case.plan.zero == 2 and case.plan.framework == "fsdp" and case.plan.pp > 1
+    ctx = cost._Context(case.model, case.cluster)
+    p = case.plan
+    terms = cost._terms(ctx, p.tp, p.pp, p.dp, p.cp, p.ep, p.microbatch, p.virtual_stages, p.recompute,
+                        p.sequence_parallel, p.schedule, p.flash_attention, p.global_batch, p.framework)
+    rank = terms.ranks[1]
+    forward, backward = rank[1][6], rank[1][0] - rank[1][6]
+    grads = planner.model.GRAD_BYTES * rank[2]
+    latency, per_byte = terms.dense_lines[1]  # the dense group's ReduceScatter
+    scatter = cost._calls(terms, rank[2], rank[8], 2) * latency + per_byte * grads
+    assert backward < scatter < forward + backward  # only the asynchronous reduction can hide it
+    exposed, _ = cost._tail(ctx, terms, rank, 2)
+    assert exposed == pytest.approx(terms.microbatches * scatter * ctx.contention, rel=0.05)
+    terms.framework = "megatron"  # the same traffic waited for at the end of each backward
+    waited, _ = cost._tail(ctx, terms, rank, 2)
+    assert waited > terms.microbatches * (scatter - backward)
+    estimate = planner.predict(case.model, case.cluster, p)
+    assert estimate.memory_breakdown["grads"] < 1e9 and estimate.fits
+
+
 def test_interleaved_warm_up_holds_no_more_than_the_steps_microbatches():
     assert cost._inflight("interleaved", 16, 16, 8, 0) == 16
     assert cost._inflight("interleaved", 16, 32, 8, 0) == pytest.approx(16 + 15 / 8)
