@@ -52,8 +52,8 @@ def limits(state):
 
 
 WIDTH, LEFT = 480, 6
-BOXES = (("LayerNorm", "sp", 80), ("entry", "pill", 86), ("{block}", "tp", 96), ("exit", "pill", 86),
-         ("dropout + add", "sp", 96))
+BOXES = (("LayerNorm", "sp", 78), ("entry", "pill", 96), ("{block}", "tp", 86), ("exit", "pill", 96),
+         ("dropout + add", "sp", 96))  # a pill holds "ReduceScatter" (91 units at 12 px)
 PARTS = (("outside_tp_bytes", "LayerNorm, dropout, residual"), ("inside_tp_bytes", "inside attention and MLP"),
          ("attention_scores_bytes", "attention scores"))
 # On a phone (render(narrow=True)) each block's strip runs down a column, the two blocks

@@ -43,7 +43,7 @@ GROUPS = (("Batch", ("per_device_batch", "global_batch")),
 # Curve samples: quarter powers of two, so every N the slider offers is on the curve.
 SIZES = tuple(sorted({round(2 ** (k / 4)) for k in range(57)}))
 ALPHA_S = hardware.link("ib_ndr").alpha_s  # one ring step across the network
-W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 330, 48, 150, 34, 40
+W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 340, 48, 150, 44, 40
 CURVES = (  # (readout key, line class, line style, label): weak scaling is data parallelism's curve (its hue);
     # the others have no palette meaning, so they are drawn in ink (efficiency is not communication, waiting or bad)
     ("strong_efficiency", "svg-ink-stroke", "", "strong scaling"),
@@ -75,7 +75,7 @@ class _Layout:
 
 LEGEND_ROW, LEGEND_COLUMN = 18, 164  # the narrow legend: two columns of two curves
 WIDE = _Layout()
-NARROW = _Layout(width=320, height=264 + BOTTOM, left=40, right=13, top=44, legend=True)
+NARROW = _Layout(width=320, height=264 + BOTTOM, left=40, right=13, top=TOP, legend=True)
 
 
 @lru_cache(maxsize=64)  # moving N only moves the marker
@@ -109,11 +109,9 @@ def render(state, narrow=False):
     crit = scaling.critical_world_size(state["b_noise"], state["per_device_batch"])
     if 1 <= crit <= SIZES[-1]:
         name = f"B = B_noise at N = {fmt.count(crit)}"
-        if layout.legend:  # kept inside the drawing, above the plot (the efficiency axis's name is higher still)
-            half = svg.text_width(name, svg.LABEL_SIZES["svg-label-soft"]) / 2 + 1
-            spot = min(max(_x(crit), half), W - half)
-        else:
-            spot = _x(crit)
+        # kept inside the drawing, above the plot (the efficiency axis's name is higher still)
+        half = svg.text_width(name, svg.LABEL_SIZES["svg-label-soft"]) / 2 + 1
+        spot = min(max(_x(crit), half), W - half)
         parts += [svg.segments([(_x(crit), TOP - 4, _x(crit), H - BOTTOM)], class_=f"svg-ink svg-dash {svg.KEY}", stroke_width=1),
                   svg.text(spot, TOP - 10, name, class_="svg-label-soft", text_anchor="middle")]
     one_sample = [p for p in points if p.strong_batch_per_device >= 1]

@@ -264,6 +264,22 @@ def test_figure_13_draws_the_collectives_of_each_layout(sp):
     assert shapes(view(13, sp=sp, t=1), "fill-comm") == 2  # t = 1: only the two byte bars, no collectives
 
 
+@pytest.mark.parametrize("sp, t", [(True, 8), (False, 8), (True, 1)])
+def test_figure_13_every_word_fits_the_box_it_names(sp, t):
+    """"ReduceScatter" was 91 units wide on an 82-unit pill: each collective's name now sits
+    inside its pill, each region's name inside its outline, and the strip inside the drawing."""
+    v = view(13, sp=sp, t=t)
+    pills = rectangles(v, "fill-comm") + rectangles(v, "svg-neutral-fill")
+    for name in ("AllGather", "ReduceScatter", "AllReduce", "identity"):
+        for text, box in text_boxes(v):
+            if text == name:
+                middle = box[1] + box[3] / 2
+                pill = next(p for p in pills if p[1] <= middle <= p[1] + p[3] and p[0] <= box[0] + box[2] / 2 <= p[0] + p[2])
+                assert pill[0] <= box[0] and box[0] + box[2] <= pill[0] + pill[2], (name, box, pill)
+    for text, box in text_boxes(v):
+        assert inside(box, v), text
+
+
 @pytest.mark.parametrize("sp", [False, True])
 def test_figure_13_on_a_phone_runs_each_block_down_a_column_and_keeps_the_strips_in_view(sp):
     """Issue 34: narrow, the drawing is 320 units wide, each block's regions run down a

@@ -268,6 +268,17 @@ def test_fig22_without_metadata_the_restart_cannot_happen():
     assert values(gathered)["reload_ok"] == 1  # one full file describes itself
 
 
+@pytest.mark.parametrize("src, dst", [(4, 6), (8, 6), (2, 8), (8, 2)])
+def test_fig22_the_guess_reads_over_the_dashed_guesses(src, dst):
+    """"rank k can only guess" sits where the dashed guesses cross: it is haloed in the panel's
+    colour, so no dash runs through its letters."""
+    _, view = render(22, metadata=False, src=src, dst=dst)
+    root = ET.fromstring(view.svg)
+    label = next(t for t in root.iter(f"{SVG}text") if (t.text or "").startswith("rank k can only guess"))
+    assert "svg-halo" in label.get("class").split()
+    assert inside(dict(text_boxes(view))[label.text], view)
+
+
 def test_fig22_sharded_writes_beat_gathered_at_real_sizes():
     _, sharded = render(22, src=64, params=1_000_000_000_000)
     _, gathered = render(22, src=64, params=1_000_000_000_000, mode="gathered")

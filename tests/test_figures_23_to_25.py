@@ -52,7 +52,7 @@ def test_figure_23_end_labels_never_collide(changes):
     root = ET.fromstring(v.svg)
     ends = sorted(float(t.get("y")) for t in root.iter(f"{SVG}text") if float(t.get("x")) == 584.0)
     assert len(ends) == 4 and all(b - a >= 15 - 1e-9 for a, b in zip(ends, ends[1:]))
-    assert 34 - 12 <= ends[0] and ends[-1] <= 330 - 40  # inside the plot's height, above the x axis's labels
+    assert fig23.TOP - 12 <= ends[0] and ends[-1] <= fig23.H - fig23.BOTTOM  # inside the plot's height, above the x axis's labels
 
 
 def test_figure_23_draws_the_strong_curve_dashed_once_a_device_would_hold_less_than_a_sample():
@@ -70,6 +70,19 @@ def test_figure_23_marks_the_readers_n_on_every_curve_and_hides_b_noise_off_the_
     for css, dots in (("svg-neutral-fill", 2), ("fill-dp", 1), ("svg-ink-fill", 1)):
         assert shapes(v, css) == dots  # one marker dot per curve: strong and sample, weak, training
 
+
+
+@pytest.mark.parametrize("changes", [{}, {"b_noise": 64, "per_device_batch": 64}, {"b_noise": 131072, "per_device_batch": 8},
+                                     {"b_noise": 64, "per_device_batch": 1}])
+def test_figure_23_every_word_stays_inside_the_wide_drawing_and_off_the_axis_name(changes):
+    """B_noise's name at N = 1 (b_noise = per-device batch) was centred on the axis and ran
+    off the left edge; it is kept inside, under the efficiency axis's name."""
+    _, v = render(23, **changes)
+    boxes = text_boxes(v)
+    assert [t for t, box in boxes if not inside(box, v)] == []
+    name = [box for t, box in boxes if t.startswith("B = B_noise")]
+    axis = next(box for t, box in boxes if t == "efficiency")
+    assert all(not boxes_overlap(box, axis) for box in name)
 
 
 @pytest.mark.parametrize("changes", [{}, {"b_noise": 64, "per_device_batch": 64, "N": 16384}, {"N": 1, "b_noise": 131072}])
