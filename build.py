@@ -698,6 +698,8 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
     def send_head(self):
         path = self.translate_path(self.path)
+        if os.path.isdir(path) and self.path.split("?")[0].endswith("/"):
+            path = os.path.join(path, "index.html")  # "/" is the page itself: sent compressed like any file
         accepted = {part.split(";")[0].strip() for part in self.headers.get("Accept-Encoding", "").split(",")}
         for encoding, suffix in self.ENCODINGS:
             if encoding in accepted and os.path.isfile(path + suffix):

@@ -36,6 +36,7 @@ def _load(module_name):
         primary=tuple(getattr(module, "PRIMARY", ())),
         groups=tuple(getattr(module, "GROUPS", ())),
         lays_out_narrow="narrow" in inspect.signature(module.render).parameters,
+        readouts_first=bool(getattr(module, "READOUTS_FIRST", False)),
         hints=getattr(module, "hints", None),
     )
 

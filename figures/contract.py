@@ -373,6 +373,10 @@ class Figure:
     groups: tuple = ()
     # ``render`` takes ``narrow`` (the module's own render does): its narrow view may differ.
     lays_out_narrow: bool = False
+    # The module's optional ``READOUTS_FIRST``: the readouts right under the drawing, before
+    # its HTML block and note (the planner lab, whose reasoning and launch blocks run to
+    # thousands of pixels on a phone: its estimate and bands must not sit under them).
+    readouts_first: bool = False
     # The module's optional ``hints(state) -> {field key: text}``: what an empty typed field
     # (``Number.blank``) stands for in this state, shown in it greyed (the lab's preset values).
     hints: object = field(default=None, repr=False)

@@ -73,6 +73,7 @@ CONTROLS = (
 
 # On a phone the presets stay in view; the rest, a step each, one tap away (figure.html).
 PRIMARY = ("model", "cluster")
+READOUTS_FIRST = True  # the estimate and its bands under the drawing, not under the reasoning and launch blocks
 GROUPS = (
     ("Model", tuple(key for key, _, _ in MODEL_FIELDS) + tuple(key for key, _, _ in MODEL_CHOICES)),
     ("Cluster", ("gpus", "gpu", "per_node", "intra", "inter", "nic_gbps", "margin_gb")),

@@ -147,3 +147,20 @@ def test_code_keeps_its_lines_and_the_contents_show_a_disclosure_mark(phone):
     assert wraps and set(wraps) == {"pre"}
     mark = page.evaluate("getComputedStyle(document.querySelector('.toc-title'), '::before').content")
     assert mark not in ("none", "normal", '""')
+
+
+def test_the_labs_estimate_sits_under_its_drawing_not_under_its_reasoning(phone):
+    """Figure 21's readouts (the plan, step time and MFU with their bands, memory) came after
+    the reasoning, the fastest plans and both launch blocks: ~3,000 px under the drawing on
+    a phone. They now follow the drawing; its long HTML comes after them."""
+    page = phone.page
+    page.evaluate("() => document.getElementById('fig-21').scrollIntoView()")
+    _settled(page)
+    boxes = page.evaluate("""() => { const f = document.getElementById('fig-21');
+      const box = (s) => { const r = f.querySelector(s).getBoundingClientRect(); return {top: r.top, bottom: r.bottom}; };
+      const svg = [...f.querySelectorAll('[data-role=view] > svg')].find(s => getComputedStyle(s).display !== 'none');
+      const r = svg.getBoundingClientRect();
+      return {drawing: {top: r.top, bottom: r.bottom}, readouts: box('[data-role=readout]'), html: box('[data-role=html]')}; }""")
+    assert 0 <= boxes["readouts"]["top"] - boxes["drawing"]["bottom"] <= 40, boxes
+    assert boxes["readouts"]["bottom"] <= boxes["html"]["top"], boxes
+    assert boxes["readouts"]["bottom"] - boxes["drawing"]["top"] < PHONE["height"], boxes  # drawing and estimate: one screen
