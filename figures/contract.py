@@ -10,6 +10,7 @@ A figure module (``figures/figNN_slug.py``) defines
     CONTROLS = (Slider(...), Select(...), Toggle(...), Button(...))
     PRIMARY = ("P", "m")             # optional: the one or two controls a reader moves most
     GROUPS = (("Model", ("layers", ...)), ...)  # optional: the other controls under headings
+    READOUTS_FIRST = True            # optional: readouts under the drawing, before a long html block
     def render(state, narrow=False) -> View: ...  # pure: the same state always gives the same view
 
 ``narrow`` (optional parameter): the figure is shown in a column narrower than
