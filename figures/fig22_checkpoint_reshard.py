@@ -156,8 +156,9 @@ def _geometry(layout, state, saved, loaded, verdict):
                                class_="fill-warn"))
     if not verdict.loadable:
         say = "\u2717 Restart fails: nothing records which rows each file holds"
-        parts.append(svg.text(WIDTH / 2, (top + bottom + BAR) / 2 + 4, "rank k can only guess: file k?",  # over the
-                              class_="svg-label svg-halo", style="fill:var(--c-warn)", text_anchor="middle"))  # guesses
+        # over the dashed guesses: haloed, so no dash runs through its letters
+        parts.append(svg.text(WIDTH / 2, (top + bottom + BAR) / 2 + 4, "rank k can only guess: file k?",
+                              class_="svg-label svg-halo", style="fill:var(--c-warn)", text_anchor="middle"))
     elif saved.files == 1:
         say = "\u2713 Restart works: each new rank reads its slice of the full file"
     else:

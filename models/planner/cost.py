@@ -606,10 +606,10 @@ def _tail(ctx, terms, rank, zero):
     (Llama 3 Sec. 3.3.2: FSDP "shards optimizer states and gradients" and tolerates latency
     "by asynchronously ... reducing gradients"): a 1F1B rank's next forwards and backwards
     follow at once, so they hide behind the microbatch's forward and backward both;
-    ZeRO-3 gathers the weights for every microbatch's forward and backward too. A collective hides behind
-    its window as ``models.overlap.hidden_comm`` says, exposed = max(0, comm - window), and
-    what hides still slows the compute under it (``_behind``); DeepSpeed's ZeRO-3 hides only
-    DEEPSPEED_ZERO3_OVERLAP of what fits in its window."""
+    ZeRO-3 gathers the weights for every microbatch's forward and backward too. A
+    collective hides behind its window as ``models.overlap.hidden_comm`` says, exposed =
+    max(0, comm - window), and what hides still slows the compute under it (``_behind``);
+    DeepSpeed's ZeRO-3 hides only DEEPSPEED_ZERO3_OVERLAP of what fits in its window."""
     _, parts, params, expert_params = rank[:4]
     layers = rank[8]
     m = terms.microbatches
