@@ -184,6 +184,9 @@ class FigureSession:
             "html": view.html or "",
             "fieldErrors": view.field_errors,  # an input that cannot be met, shown next to its control
             "hints": self.figure.field_hints(state),  # what an empty field stands for
+            # the column it was rendered for: an answer for the old width, arriving after a
+            # phone turned, is asked again rather than painted (playbook.js)
+            "layout": "narrow" if self.narrow else "wide",
         }
 
     def answer(self, state, errors=None):

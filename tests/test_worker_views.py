@@ -71,6 +71,18 @@ def test_a_view_carries_the_max_of_each_slider_its_state_narrows():
     assert json.loads(worker.update(15, "{}", "{}", ""))["view"]["limits"] == {}  # no constrained slider
 
 
+def test_a_view_says_which_column_it_was_drawn_for():
+    """After a phone turns, answers the worker rendered for the old column can still arrive:
+    each view names its layout, and the page asks again for one that is not the page's
+    (playbook.js: a wide drawing flashed on a phone, and tests caught it 493 px too wide)."""
+    worker = Worker(lambda message: None)
+    wide = json.loads(worker.update(3, "{}", "{}", ""))["view"]
+    worker.layout("true")
+    narrow = json.loads(worker.update(3, "{}", "{}", ""))["view"]
+    assert (wide["layout"], narrow["layout"]) == ("wide", "narrow")
+    assert 'min-width:320px' in narrow["svg"].replace(" ", "") and 'min-width:320px' not in wide["svg"].replace(" ", "")
+
+
 @pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"fig{f.number:02d}")
 def test_a_views_key_is_the_readings_that_select_exactly_its_state(figure):
     worker = Worker(lambda message: None)

@@ -181,6 +181,7 @@ setTimeout(function (ownScript) {
   function keepView(number, answer) {
     const view = answer.view;
     if (!view || !view.key || answer.error || Object.keys(answer.errors || {}).length) return;
+    if (view.layout && view.layout !== layoutName()) return;  // rendered for the column before a turn
     const key = number + " " + view.key;
     viewsAhead.delete(key);
     viewsAhead.set(key, answer);
@@ -604,10 +605,15 @@ setTimeout(function (ownScript) {
     this.inflight = true;
     const self = this;
     pending.then(function (text) {
+      const pressed = self.pressing;
       self.inflight = false;
       self.pressing = false;
       const answer = JSON.parse(text);
       if (!answer) { self.settle(); return self.pump(); }  // (a fragment naming no figure: never one of ours)
+      if (!pressed && answer.view && answer.view.layout && answer.view.layout !== layoutName()) {
+        self.dirty = true;  // rendered for the column before the phone turned: asked again, never painted
+        return self.pump();
+      }
       answer.writeFields = writeFields;
       if (asked && answer.view && answer.view.key && !answer.error && !Object.keys(answer.errors).length) {
         keepAlias(self.number, asked, answer.view.key);

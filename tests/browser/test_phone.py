@@ -16,9 +16,11 @@ PHONE = {"width": 390, "height": 844}
 NUMBERS = sorted(registry())
 
 # What sticks out sideways, per figure: its drawing, its HTML block and the figure itself
-# (a table may scroll inside its own frame: its first column stays, playbook.css).
+# (a table may scroll inside its own frame: its first column stays, playbook.css). The
+# first read of an off-screen chapter's sizes (content-visibility: auto) can still give its
+# layout from before the phone turned (846 px where it is 353): each is read twice.
 OVERFLOW = """() => [...document.querySelectorAll('figure[data-figure]')].map(f => {
-  const over = (node) => node ? node.scrollWidth - node.clientWidth : 0;
+  const over = (node) => { if (!node) return 0; void (node.scrollWidth + node.clientWidth); return node.scrollWidth - node.clientWidth; };
   return [f.id, over(f.querySelector('[data-role=view]')), over(f.querySelector('[data-role=html]')), over(f)];
 })"""
 
@@ -32,6 +34,19 @@ KEY_BOX = """(anchor) => {
   return {top: Math.min(...boxes.map(b => b.top)), bottom: Math.max(...boxes.map(b => b.bottom)),
           left: Math.min(...boxes.map(b => b.left)), right: Math.max(...boxes.map(b => b.right))};
 }""" % svg.KEY
+
+# Notes each drawing a figure that lays itself out narrow gets while the page is a phone's
+# and that is wider than a phone's drawing (an answer rendered for the wide column).
+WATCH_WIDE_PAINTS = """() => {
+  window.__widePaints = [];
+  const phone = matchMedia('(max-width: 40rem)');
+  const note = (svg) => { const figure = svg.closest('figure[data-lays-out-narrow]');
+    if (figure && phone.matches && parseFloat(svg.style.minWidth) > %d) window.__widePaints.push(figure.id); };
+  new MutationObserver((records) => records.forEach((r) => {
+    if (r.type === 'attributes' && r.target.tagName === 'svg') note(r.target);
+    r.addedNodes.forEach((n) => { if (n.tagName === 'svg') note(n); });
+  })).observe(document.querySelector('main'), {subtree: true, childList: true, attributes: true, attributeFilter: ['style']});
+}"""
 
 BAR_AND_CONTROL = """(anchor) => {
   const figure = document.getElementById(anchor);
@@ -90,6 +105,9 @@ def test_a_phone_turned_wide_and_back_draws_each_figure_for_its_width(phone):
         page.wait_for_function("(a) => parseFloat(document.querySelector('#' + a + ' [data-role=view] > svg').style.minWidth) > %d"
                                % NARROW_DRAWING_PX, arg=f"fig-{wide[0]:02d}", timeout=30_000)
         assert all(_min_width(page, f"fig-{n:02d}") > NARROW_DRAWING_PX for n in wide)
+        # from here on, every drawing painted on the phone is noted: one rendered for the
+        # wide column before the turn (still in flight) must be asked again, not painted
+        page.evaluate(WATCH_WIDE_PAINTS % NARROW_DRAWING_PX)
     finally:
         page.set_viewport_size(PHONE)
     _settled(page)
@@ -98,6 +116,7 @@ def test_a_phone_turned_wide_and_back_draws_each_figure_for_its_width(phone):
     assert all(_min_width(page, f"fig-{n:02d}") <= NARROW_DRAWING_PX for n in wide)
     page.wait_for_timeout(300)
     assert not _overflowing(page)
+    assert page.evaluate("window.__widePaints") == []
     # the "More controls" folds the wide screen opened are folded again
     assert page.evaluate("[...document.querySelectorAll('[data-role=more-controls]')].every(d => !d.open)")
 
