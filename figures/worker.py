@@ -184,9 +184,10 @@ class FigureSession:
             "html": view.html or "",
             "fieldErrors": view.field_errors,  # an input that cannot be met, shown next to its control
             "hints": self.figure.field_hints(state),  # what an empty field stands for
-            # the column it was rendered for: an answer for the old width, arriving after a
-            # phone turned, is asked again rather than painted (playbook.js)
-            "layout": "narrow" if self.narrow else "wide",
+            # the column a figure that lays itself out narrow was rendered for: an answer for
+            # the old width, arriving after a phone turned, is asked again rather than painted
+            # (playbook.js); other figures' views fit every width and name none
+            "layout": ("narrow" if self.narrow else "wide") if self.figure.lays_out_narrow else None,
         }
 
     def answer(self, state, errors=None):

@@ -81,6 +81,12 @@ def test_a_view_says_which_column_it_was_drawn_for():
     narrow = json.loads(worker.update(3, "{}", "{}", ""))["view"]
     assert (wide["layout"], narrow["layout"]) == ("wide", "narrow")
     assert 'min-width:320px' in narrow["svg"].replace(" ", "") and 'min-width:320px' not in wide["svg"].replace(" ", "")
+    # a figure drawn the same at every width names no column, so its views kept from
+    # before a turn are still good (naming one, they were asked for again and again)
+    worker.layout("false")
+    kept = json.loads(worker.update(21, "{}", "{}", ""))["view"]
+    worker.layout("true")
+    assert kept["layout"] is None and json.loads(worker.update(21, "{}", "{}", ""))["view"] == kept
 
 
 @pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"fig{f.number:02d}")
