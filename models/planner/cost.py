@@ -648,7 +648,8 @@ def _tail(ctx, terms, rank, zero):
             continue
         scatter = reduces * lines[1][0] + lines[1][1] * grads
         if zero == 2:
-            asynchronous = terms.framework == "fsdp" and terms.schedule[1] > 1
+            _, pp, _, _ = terms.schedule
+            asynchronous = terms.framework == "fsdp" and pp > 1
             exposed += m * behind(scatter, backward + forward if asynchronous else backward)
         else:
             exposed += behind(scatter, backward)
