@@ -106,6 +106,7 @@ def calibration():
         validation.end_to_end(validation.CHECK))
     refused = [c.case.label for c in checks if c.case.end_to_end and c.verdict == "does not fit"]
     edge = sum(1 for c in checks if c.case.end_to_end and c.verdict == "at the edge")
+    leaning_by_recomputation(checks)
     print(f"\n   fitting set: {fit.count} runs, mean {fit.mean_abs:.1%}, largest {fit.max_abs:.1%}")
     print(f"   checking set: {check.count} runs, mean {check.mean_abs:.1%}, largest {check.max_abs:.1%}")
     print("\nTargets (checking set)")
@@ -115,6 +116,26 @@ def calibration():
           + "".join(f"; over: {c.case.label} {c.error:+.1%}" for c in over) + ")")
     print(f"   no run that ran predicted 'does not fit': {'met' if not refused else 'NOT met'} "
           f"({len(refused)} refused{': ' + '; '.join(refused) if refused else ''}; {edge} at the edge)")
+
+
+def leaning_by_recomputation(checks):
+    """Per source and GPU, the mean error of its runs without recomputation against those
+    with it (both sets, every framework): how far the planner leans one way between the two
+    within one source, which a per-source calibration cannot hide (docs/MODELS.md)."""
+    groups = {}
+    for c in checks:
+        if c.case.end_to_end:
+            gpu = c.regime.split(" · ")[0]
+            groups.setdefault((validation.SOURCES[c.case.source].citation.split(",")[0], gpu), {}).setdefault(
+                c.case.plan.recompute == "none", []).append(c.error)
+    rows = [(key, sides) for key, sides in sorted(groups.items()) if len(sides) == 2]
+    if not rows:
+        return
+    print("\n   without recomputation against with it (mean error; same source and GPU)")
+    for (source, gpu), sides in rows:
+        without, with_ = (statistics.mean(sides[flag]) for flag in (True, False))
+        print(f"   {source[:40]:40s} {gpu:5s} without {without:+6.1%} ({len(sides[True])})  with {with_:+6.1%} "
+              f"({len(sides[False])})  gap {100 * (without - with_):+5.1f} points")
 
 
 # Grids the fitted constants were chosen on (fitting set only): Megatron-LM's fused kernels
