@@ -120,13 +120,13 @@ def calibration():
 
 def leaning_by_recomputation(checks):
     """Per source and GPU, the mean error of its runs without recomputation against those
-    with it (both sets, every framework): how far the planner leans one way between the two
-    within one source, which a per-source calibration cannot hide (docs/MODELS.md)."""
+    with it (fitting and checking runs, every framework): how far the planner leans between
+    the two within one source (docs/MODELS.md, "Calibration")."""
     groups = {}
     for c in checks:
         if c.case.end_to_end:
             gpu = c.regime.split(" · ")[0]
-            groups.setdefault((validation.SOURCES[c.case.source].citation.split(",")[0], gpu), {}).setdefault(
+            groups.setdefault((c.source.citation.split(",")[0], gpu), {}).setdefault(
                 c.case.plan.recompute == "none", []).append(c.error)
     rows = [(key, sides) for key, sides in sorted(groups.items()) if len(sides) == 2]
     if not rows:
