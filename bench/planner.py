@@ -125,7 +125,7 @@ def leaning_by_recomputation(checks):
     groups = {}
     for c in checks:
         if c.case.end_to_end:
-            gpu = c.regime.split(" · ")[0]
+            gpu = validation.GENERATION_NAMES[c.case.cluster.gpu]
             groups.setdefault((c.source.citation.split(",")[0], gpu), {}).setdefault(
                 c.case.plan.recompute == "none", []).append(c.error)
     rows = [(key, sides) for key, sides in sorted(groups.items()) if len(sides) == 2]
