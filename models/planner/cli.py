@@ -6,7 +6,8 @@ from models._validate import positive, positive_int
 from models.planner.cost import predict, train_time_s
 from models.planner.exports import megatron_args, torchtitan_toml
 from models.planner.layouts import search
-from models.planner.model import FRAMEWORKS, RECOMPUTE_OPTIONS, SCHEDULES, Candidate, Cluster, Plan, Transformer
+from models.planner.model import (
+    FRAMEWORKS, GRAD_REDUCE_BYTES, RECOMPUTE_OPTIONS, SCHEDULES, Candidate, Cluster, Plan, Transformer)
 from models.planner.presets import CLUSTERS, MODELS, cluster_preset, model_preset
 from models.planner.reasons import MEMORY_NAMES, PART_NAMES, SCHEDULE_NAMES, explain
 from models.planner.validation import band, memory_verdict
@@ -57,6 +58,9 @@ def _parser():
         plan.add_argument("--schedule", choices=SCHEDULES)
         plan.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None)
         plan.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None)
+        if name == "predict":  # the search does not choose these: FSDP over all dp x cp ranks, fp32 gradients
+            plan.add_argument("--shard-group", type=int, help="HSDP: shard inside groups of this many data ranks")
+            plan.add_argument("--grad-reduce", choices=tuple(GRAD_REDUCE_BYTES), help="gradient dtype on the wire")
         out = sub.add_argument_group("output")
         out.add_argument("--tokens", type=float, help="tokens to train on: adds the days it takes")
         out.add_argument("--json", action="store_true", help="machine-readable output")
@@ -96,7 +100,8 @@ def _cluster_from(args):
 def _plan_fields(args):
     given = {}
     for option, _ in PLAN_OPTIONS + (("recompute", str), ("schedule", str), ("sequence_parallel", bool),
-                                     ("flash_attention", bool), ("framework", str)):
+                                     ("flash_attention", bool), ("framework", str), ("shard_group", int),
+                                     ("grad_reduce", str)):
         value = getattr(args, option, None)
         if value is not None:
             given[option] = value

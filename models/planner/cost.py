@@ -4,8 +4,8 @@ import math
 from models import collectives, ddp, hardware, overlap
 from models._validate import divides, positive
 from models.planner.model import (
-    ACTIVATION_BYTES, ADAM_STEP_BYTES, GRAD_BYTES, MEMORY_PARTS, OPTIMIZER_BYTES, PARAM_BYTES, TIME_PARTS, Cluster,
-    Estimate, Plan, Transformer)
+    ACTIVATION_BYTES, ADAM_STEP_BYTES, GRAD_BYTES, GRAD_REDUCE_BYTES, MEMORY_PARTS, OPTIMIZER_BYTES, PARAM_BYTES,
+    TIME_PARTS, Cluster, Estimate, Plan, Transformer)
 
 # ---- the named constants (each justified in docs/MODELS.md, "Planner") ------------------
 # Fraction of the best measured matmul throughput (``GpuSpec.matmul_fraction``: 86.9% of peak
@@ -397,14 +397,15 @@ class _Terms:
 
     __slots__ = ("ranks", "stage_s", "slowest_s", "bubble_s", "part_s", "microbatches", "dense_group",
                  "expert_group", "dense_lines", "expert_lines", "flops", "hardware_flops", "tokens", "gpus",
-                 "layers", "group_of", "schedule", "framework")
+                 "layers", "group_of", "schedule", "framework", "replica_line", "grad_reduce_bytes")
 
 
 def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch, framework="megatron",
-           tp_overlap=False):
+           tp_overlap=False, shard_group=0, grad_reduce="fp32"):
     """Per-microbatch seconds and per-rank bytes of a layout (every pipeline rank that
     differs), everything but the ZeRO stage's share."""
-    key = (tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch, framework, tp_overlap)
+    key = (tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch, framework, tp_overlap,
+           shard_group, grad_reduce)
     cached = ctx.terms_cache.get(key)
     if cached is not None:
         return cached
@@ -478,10 +479,17 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
     terms.part_s = ranks[slowest][1]
     terms.bubble_s = _bubble_over_ideal(schedule, pp, m, v) * m * total_s / pp  # fill and drain at the mean pace
     terms.microbatches = m
-    terms.dense_group = (tp, dp * cp)
-    terms.expert_group = (tp * ep, dp * cp // ep)
+    # ZeRO shards over the dp x cp ranks, or with HSDP over groups of shard_group of them
+    # (consecutive ranks: a node's, models.mesh order) whose replicas then AllReduce each
+    # gradient shard (PyTorch FSDP HYBRID_SHARD: ReduceScatter in the group, AllReduce
+    # across groups, torch/distributed/fsdp/_runtime_utils.py _reduce_grad).
+    shard = shard_group or dp * cp
+    terms.dense_group = (tp, shard)
+    terms.expert_group = (tp * ep, shard // ep)
     terms.framework = framework
-    terms.dense_lines, terms.expert_lines = _group_lines(ctx, tp, dp * cp, ep, framework)
+    terms.dense_lines, terms.expert_lines = _group_lines(ctx, tp, shard, ep, framework)
+    terms.replica_line = _cost(ctx, "allreduce", tp * shard, dp * cp // shard) if shard_group else None
+    terms.grad_reduce_bytes = GRAD_REDUCE_BYTES[grad_reduce]
     terms.flops, terms.hardware_flops, terms.tokens = _step_flops(ctx, recompute, global_batch)
     terms.gpus = tp * pp * dp * cp
     terms.layers = layers
@@ -594,9 +602,9 @@ def _calls(terms, params, layers, zero, gather=False):
 def _tail(ctx, terms, rank, zero):
     """(exposed DP / ZeRO communication, optimizer step) seconds on one pipeline rank.
 
-    ZeRO Sec. 7's collectives (``models.memory.comm_collectives``) on the dp x cp group
-    (experts: the expert-data-parallel group), gradients in fp32, weights in bf16, each
-    call paying its latency (``_calls``):
+    ZeRO Sec. 7's collectives (``models.memory.comm_collectives``) on the dp x cp group or
+    HSDP's shard group (experts: the expert-data-parallel group), gradients in the plan's
+    ``grad_reduce`` dtype, weights in bf16, each call paying its latency (``_calls``):
     DDP AllReduces the gradients behind the last microbatch's backward; ZeRO-1
     ReduceScatters them there and AllGathers the updated weights behind the next step's
     first forward (Megatron-LM's overlap-grad-reduce / overlap-param-gather; FSDP without
@@ -625,15 +633,19 @@ def _tail(ctx, terms, rank, zero):
         updated += local / group[1] if zero else local
         if group[1] == 1:
             continue
-        grads, weights = GRAD_BYTES * local, PARAM_BYTES * local
+        grads, weights = terms.grad_reduce_bytes * local, PARAM_BYTES * local
         reduces, gathers = _calls(terms, local, layers, zero), _calls(terms, local, layers, zero, gather=True)
+        # HSDP: each ReduceScatter is followed by an AllReduce of its 1/shard result across
+        # the replicas, in the same window.
+        replicas = (reduces * terms.replica_line[0] + terms.replica_line[1] * grads / group[1]
+                    if terms.replica_line else 0.0)
         if zero == 0:
             exposed += behind(reduces * lines[0][0] + lines[0][1] * grads, backward)
             continue
         if zero == 3:
             (rs_latency, rs_per_byte), (ag_latency, ag_per_byte) = lines[3:5] if deepspeed else lines[1:3]
             gather = gathers * ag_latency + ag_per_byte * weights
-            scatter = reduces * rs_latency + rs_per_byte * grads
+            scatter = reduces * rs_latency + rs_per_byte * grads + replicas
             if deepspeed:
                 comm = 2 * gather + scatter
                 exposed += m * behind(comm, DEEPSPEED_ZERO3_OVERLAP * min(comm, forward + backward))
@@ -646,7 +658,7 @@ def _tail(ctx, terms, rank, zero):
                 exposed += m * (edge + behind(gather * (1 - unit), forward) + behind((gather + scatter) * (1 - unit),
                                                                                      backward))
             continue
-        scatter = reduces * lines[1][0] + lines[1][1] * grads
+        scatter = reduces * lines[1][0] + lines[1][1] * grads + replicas
         if zero == 2:
             _, pp, _, _ = terms.schedule
             asynchronous = terms.framework == "fsdp" and pp > 1
@@ -760,7 +772,7 @@ def predict(model, cluster, plan):
     ctx = _context(model, cluster, keep=False)
     terms = _terms(ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.microbatch, plan.virtual_stages,
                    plan.recompute, plan.sequence_parallel, plan.schedule, plan.flash_attention, plan.global_batch,
-                   plan.framework, plan.tp_comm_overlap)
+                   plan.framework, plan.tp_comm_overlap, plan.shard_group, plan.grad_reduce)
     return _finish(ctx, terms, plan.zero, detail=True)
 
 

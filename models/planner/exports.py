@@ -55,6 +55,9 @@ def megatron_args(model, cluster, plan):
     Data, tokenizer and optimizer flags are left to the reader; comment lines say what
     Megatron-LM cannot express."""
     _check(model, cluster, plan)
+    if plan.shard_group:
+        raise ValueError(f"shard_group={plan.shard_group}: the planner exports HSDP for torchtitan only "
+                         f"(data_parallel_replicate_degree); Megatron-LM's partial sharding is not priced")
     notes = [f"# {plan.label()} on {cluster.gpus} GPUs, Megatron-LM {MEGATRON_VERSION}: dp = world/(tp*pp*cp) "
              f"= {plan.dp}, {plan.microbatches} microbatches of {plan.microbatch} per step"]
     nodes = max(1, cluster.gpus // cluster.gpus_per_node)
@@ -111,6 +114,8 @@ def megatron_args(model, cluster, plan):
     # --use-flash-attn is still accepted but no longer read: the attention backend decides.
     args.append(f"--attention-backend {'flash' if plan.flash_attention else 'unfused'}")
     args.append("--bf16")
+    if plan.grad_reduce == "bf16":
+        args.append("--grad-reduce-in-bf16")
     multiple = 128 * plan.tp  # --make-vocab-size-divisible-by (default 128) x tp: build_tokenizer.py
     padded = -(-model.vocab // multiple) * multiple
     if padded != model.vocab:
@@ -211,7 +216,8 @@ def parse_megatron_args(text):
                 sequence_parallel="sequence-parallel" in flags or tp == 1,
                 schedule="interleaved" if v > 1 else "1f1b",
                 flash_attention=flags.get("attention-backend", "auto") in ("flash", "auto"),
-                tp_comm_overlap="tp-comm-overlap" in flags)
+                tp_comm_overlap="tp-comm-overlap" in flags,
+                grad_reduce="bf16" if "grad-reduce-in-bf16" in flags else "fp32")
     return model, gpus, plan
 
 
@@ -326,8 +332,9 @@ def _torchtitan_split(model, plan):
 def _torchtitan_sharding(name, plan):
     """(data_parallel_replicate_degree, data_parallel_shard_degree, fsdp_reshard_after_forward
     or None, comment or None). torchtitan shards with FSDP over dp_shard·cp (parallel_dims.py
-    "fsdp" mesh), always when cp > 1 or ep > 1; ZeRO-3 reshards weights after forward,
-    ZeRO-2 keeps them gathered until backward; DDP only as said in ``_DDP_ALONE``."""
+    "fsdp" mesh), always when cp > 1 or ep > 1, and replicates across dp_replicate (HSDP: the
+    plan's shard group is dp_shard·cp); ZeRO-3 reshards weights after forward, ZeRO-2 keeps
+    them gathered until backward; DDP only as said in ``_DDP_ALONE``."""
     ddp = plan.zero == 0 and plan.cp == 1 and plan.ep == 1 and (name not in _DDP_ALONE or plan.tp * plan.pp == 1)
     if ddp or plan.dp * plan.cp == 1:
         return plan.dp, 1, None, None
@@ -339,7 +346,11 @@ def _torchtitan_sharding(name, plan):
                "torchtitan applies FSDP whenever ep > 1" if plan.ep > 1 else
                f"torchtitan's {name} runs DDP only when data parallelism is the only parallelism")
         note = f"# no ZeRO-0 here ({why}): FSDP without resharding after forward (ZeRO-2-like) is closest"
-    return 1, plan.dp, "always" if plan.zero == 3 else "never", note
+    if plan.shard_group % plan.cp:
+        raise ValueError(f"shard_group={plan.shard_group} is not a multiple of cp={plan.cp}: torchtitan's FSDP "
+                         f"group is dp_shard x cp")
+    shard = plan.shard_group // plan.cp if plan.shard_group else plan.dp
+    return plan.dp // shard, shard, "always" if plan.zero == 3 else "never", note
 
 
 def _toml_value(value):
@@ -373,7 +384,11 @@ def torchtitan_toml(model, cluster, plan, preset=None):
         lines += [f"# local_batch_size is the per-device forward batch: torchtitan accumulates "
                   f"global_batch_size / (local_batch_size x dp {plan.dp}) = {plan.microbatches} of them per step",
                   f"local_batch_size = {plan.microbatch}"]
-    lines += [f"global_batch_size = {plan.global_batch}", f"seq_len = {model.seq_len}", ""]
+    lines += [f"global_batch_size = {plan.global_batch}", f"seq_len = {model.seq_len}"]
+    if plan.grad_reduce == "bf16":
+        lines.append("# the plan reduces gradients in bf16; torchtitan reduces them in float32 only "
+                     "(mixed_precision_reduce), twice the bytes the planner priced")
+    lines.append("")
     lines.append("[parallelism]")
     replicate, shard, reshard, note = _torchtitan_sharding(name, plan)
     lines += [note] if note else []
@@ -425,9 +440,6 @@ def parse_torchtitan_toml(text, model):
     shard = parallel.get("data_parallel_shard_degree", 1)
     if shard * cp == 1:
         zero = 0
-    elif replicate > 1:
-        raise ValueError(f"data_parallel_replicate_degree={replicate} with FSDP over dp_shard x cp = {shard * cp} "
-                         f"is HSDP, which the planner has no plan for")
     else:
         policy = parallel.get("fsdp_reshard_after_forward", "default")
         zero = 3 if policy == "always" or (policy == "default" and pp == 1) else 2
@@ -447,4 +459,5 @@ def parse_torchtitan_toml(text, model):
                 microbatch=parallel.get("pipeline_parallel_microbatch_size", 1) if pp > 1 else local,
                 global_batch=training.get("global_batch_size"), virtual_stages=chunks // pp, zero=zero,
                 recompute=mode, sequence_parallel=True, schedule=schedule if pp > 1 else "1f1b", flash_attention=True,
-                framework="fsdp")
+                framework="fsdp", shard_group=shard * cp if replicate > 1 and shard * cp > 1 else 0,
+                grad_reduce="bf16" if training.get("mixed_precision_reduce") == "bfloat16" else "fp32")

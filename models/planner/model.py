@@ -33,6 +33,11 @@ ADAM_STEP_BYTES = memory.optimizer_step_traffic_bytes(param_bytes=PARAM_BYTES, g
 RECOMPUTE_OPTIONS = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved", "zb-h1", "gpipe")
 ZERO_STAGES = (0, 1, 2, 3)
+# The dtype gradients are reduced in: Megatron-LM and torchtitan reduce fp32 gradients by
+# default; PyTorch FSDP's MixedPrecision(reduce_dtype=bfloat16) and Megatron-LM's
+# --grad-reduce-in-bf16 halve the bytes on the wire (memory.model_states keeps fp32 sharded
+# gradients either way).
+GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 
 # The network a GPU usually ships with, one NIC per GPU (DGX/HGX systems).
 USUAL_NETWORK = {
@@ -244,6 +249,8 @@ class Plan:
     flash_attention: bool = True
     framework: str = "megatron"
     tp_comm_overlap: bool = False
+    shard_group: int = 0
+    grad_reduce: str = "fp32"
 
     def __post_init__(self):
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "global_batch", "virtual_stages"):
@@ -260,6 +267,20 @@ class Plan:
         if self.tp_comm_overlap and not self.sequence_parallel:
             raise ValueError("tp_comm_overlap needs sequence_parallel (Megatron-Core overlaps its AllGather and "
                              "ReduceScatter)")
+        choice("grad_reduce", self.grad_reduce, tuple(GRAD_REDUCE_BYTES))
+        shard = non_negative_int("shard_group", self.shard_group)
+        data = self.dp * self.cp
+        if shard == data:
+            shard = 0  # a group of every dp x cp rank is plain FSDP / ZeRO
+        if shard == 1:
+            raise ValueError("shard_group=1 shards nothing: use zero=0 (replicas only) or 0 (shard over all "
+                             "dp x cp ranks)")
+        if shard:
+            if self.framework != "fsdp" or self.zero == 0 or self.ep > 1:
+                raise ValueError(f"shard_group={shard} (HSDP) needs framework='fsdp', a ZeRO stage and ep=1, "
+                                 f"not framework={self.framework!r}, zero={self.zero}, ep={self.ep}")
+            divides("shard_group", shard, "dp x cp", data)
+        object.__setattr__(self, "shard_group", shard)
         if self.schedule == "interleaved" and self.virtual_stages == 1:
             raise ValueError("virtual_stages=1: the interleaved schedule needs at least 2 model chunks per pipeline rank")
         if self.schedule != "interleaved" and self.virtual_stages > 1:
@@ -287,7 +308,12 @@ class Plan:
             parts.append(f"cp{self.cp}")
         if self.ep > 1:
             parts.append(f"ep{self.ep}")
-        parts += [f"mb{self.microbatch}", memory.STAGE_LABELS[self.zero], f"{self.recompute} recompute"]
+        parts += [f"mb{self.microbatch}", memory.STAGE_LABELS[self.zero]]
+        if self.shard_group:
+            parts.append(f"HSDP {self.shard_group}x{self.dp * self.cp // self.shard_group}")
+        if self.grad_reduce != "fp32":
+            parts.append(f"{self.grad_reduce} grads")
+        parts.append(f"{self.recompute} recompute")
         return " ".join(parts)
 
 

@@ -297,8 +297,9 @@ def torchtitan_runs(model, cluster, plan, preset, text):
         assert (shard * cp * tp) % (etp * ep) == 0  # the efsdp mesh
         assert shard * cp > 1  # FSDP is applied with EP: get_mesh("fsdp") must exist
     fsdp = shard * cp > 1 or (ep > 1 and model.moe)
-    if replicate > 1:
-        assert not fsdp, "HSDP: the exports never write it"
+    if replicate > 1 and fsdp:
+        assert plan.shard_group == shard * cp, "HSDP is written for HSDP plans only"
+    elif replicate > 1:
         if name in ("llama3", "llama4"):
             assert replicate == cluster.gpus  # "DDP has not supported > 1D parallelism"
     seq_len = field("training", "seq_len")
@@ -343,7 +344,8 @@ def torchtitan_equivalent(plan, name):
     too where torchtitan applies FSDP anyway (cp > 1, ep > 1, or a llama3 model with other
     parallelism); no sharding at all with one data-parallel rank; no ZB-H1 (1F1B); nothing to
     interleave without a pipeline; sequence parallelism always with TP; FlashAttention is
-    SDPA's choice; run by FSDP, without Megatron-Core's TP overlap."""
+    SDPA's choice; run by FSDP, without Megatron-Core's TP overlap; gradients reduced in fp32
+    (torchtitan's only mixed_precision_reduce); HSDP as it is."""
     if plan.dp * plan.cp == 1:
         zero = 0
     elif plan.zero == 0:
@@ -353,7 +355,8 @@ def torchtitan_equivalent(plan, name):
     v = plan.virtual_stages if plan.pp > 1 else 1
     schedule = {"zb-h1": "1f1b"}.get(plan.schedule, plan.schedule) if plan.pp > 1 else "1f1b"
     return replace(plan, zero=zero, virtual_stages=v, schedule=schedule if v > 1 or schedule != "interleaved"
-                   else "1f1b", sequence_parallel=True, flash_attention=True, framework="fsdp", tp_comm_overlap=False)
+                   else "1f1b", sequence_parallel=True, flash_attention=True, framework="fsdp", tp_comm_overlap=False,
+                   grad_reduce="fp32")
 
 
 def check_torchtitan(model, cluster, plan, preset):
@@ -379,6 +382,7 @@ def check_torchtitan(model, cluster, plan, preset):
         assert "no ZeRO-0 here" in text
     if plan.pp > 1 and plan.schedule == "zb-h1":
         assert "no single-chunk ZB-H1" in text
+    assert ("torchtitan reduces them in float32 only" in text) == (plan.grad_reduce == "bf16")
     return text
 
 
@@ -523,7 +527,8 @@ def hand_built(draw):
     schedule = "interleaved" if v > 1 else draw(st.sampled_from(("1f1b", "gpipe", "zb-h1")))
     plan = Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch=mb, global_batch=dp * mb * m, virtual_stages=v,
                 zero=draw(st.sampled_from((0, 1, 2, 3))), recompute=draw(st.sampled_from(("none", "selective", "full"))),
-                sequence_parallel=draw(st.booleans()), schedule=schedule, flash_attention=draw(st.booleans()))
+                sequence_parallel=draw(st.booleans()), schedule=schedule, flash_attention=draw(st.booleans()),
+                grad_reduce=draw(st.sampled_from(("fp32", "bf16"))))
     gpus = plan.gpus
     assume(gpus % 8 == 0 or 8 % gpus == 0)
     cluster = planner.cluster_preset(draw(st.sampled_from(("dgx-h100", "dgx-b200"))), gpus)
@@ -563,8 +568,24 @@ def test_comments_say_what_the_targets_cannot_express():
     assert "no model or flavor for GPT-3 175B; the nearest is llama3, which has no GELU MLP or tied embeddings" in gpt3
 
 
-def test_parsing_refuses_hsdp():
-    text = "[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 4\n" \
-           "[training]\nglobal_batch_size = 8\nlocal_batch_size = 1\n"
-    with pytest.raises(ValueError, match="HSDP"):
-        planner.parse_torchtitan_toml(text, GPT3)
+@pytest.mark.parametrize("shard_group,cp", [(8, 1), (16, 1), (8, 2), (4, 4)])
+def test_hsdp_round_trips_through_torchtitan(shard_group, cp):
+    """HSDP (IBM's 7B runs): torchtitan shards over dp_shard x cp and replicates across
+    dp_replicate; the export writes the plan's groups and parsing gives the plan back."""
+    model, cluster = planner.model_preset("llama3-8b"), planner.cluster_preset("dgx-h100", 96 * cp)
+    plan = Plan(dp=96, cp=cp, microbatch=2, global_batch=192, zero=3, recompute="none", framework="fsdp",
+                shard_group=shard_group)
+    text = check_torchtitan(model, cluster, plan, "llama3-8b")
+    parallel = tomllib.loads(text)["parallelism"]
+    assert parallel["data_parallel_shard_degree"] * cp == shard_group
+    assert parallel["data_parallel_replicate_degree"] * parallel["data_parallel_shard_degree"] == 96
+    assert planner.parse_torchtitan_toml(text, model).shard_group == shard_group
+    with pytest.raises(ValueError, match="HSDP for torchtitan only"):
+        planner.megatron_args(model, cluster, plan)
+
+
+def test_bf16_gradient_reduction_round_trips_through_megatron():
+    model, cluster = planner.model_preset("llama3-70b"), planner.cluster_preset("dgx-h100", 64)
+    plan = Plan(tp=8, pp=2, dp=4, global_batch=64, zero=1, grad_reduce="bf16")
+    assert "--grad-reduce-in-bf16" in check_megatron(model, cluster, plan)
+    assert "--grad-reduce-in-bf16" not in planner.megatron_args(model, cluster, replace(plan, grad_reduce="fp32"))

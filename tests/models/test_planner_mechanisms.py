@@ -179,6 +179,56 @@ def test_fsdp_in_a_pipeline_reduces_gradients_asynchronously_behind_the_whole_mi
     assert estimate.memory_breakdown["grads"] < 1e9 and estimate.fits
 
 
+def _slow_network_fsdp(**plan):
+    """Llama 3 8B under FSDP ZeRO-3 on 96 H100s whose network is so slow that the data-parallel
+    traffic dwarfs the compute it could hide behind: exposed time = traffic, less a window."""
+    cluster = Cluster("h100_sxm", 96, 8, inter_bytes_per_s=1e7)
+    base = Plan(dp=96, microbatch=2, global_batch=192, zero=3, recompute="none", framework="fsdp")
+    return planner.predict(LLAMA8, cluster, replace(base, **plan)).time_breakdown["dp_comm"], cluster
+
+
+def test_bf16_gradient_reduction_halves_the_gradient_bytes_on_the_wire():
+    """ZeRO-3 moves bf16 weights twice (forward and backward gathers) and the gradients once:
+    2 + 2 + 4 bytes a parameter in fp32, 2 + 2 + 2 in bf16 (MixedPrecision(reduce_dtype=bf16),
+    Megatron-LM's --grad-reduce-in-bf16)."""
+    fp32, _ = _slow_network_fsdp()
+    bf16, _ = _slow_network_fsdp(grad_reduce="bf16")
+    assert fp32 / bf16 == pytest.approx(8 / 6, rel=0.02)
+
+
+def test_hsdp_shards_inside_its_group_and_allreduces_each_gradient_shard_across_replicas():
+    """PyTorch FSDP's HYBRID_SHARD with groups of a node's 8 GPUs: each GPU holds the model
+    states an 8-GPU FSDP run holds, gathers over NVLink only, and after each ReduceScatter
+    AllReduces its 1/8 of the gradients with its 11 peers on the other nodes: ring AllReduce,
+    2 x 11/12 of the shard through its own NIC."""
+    hsdp, cluster = _slow_network_fsdp(shard_group=8)
+    fsdp, _ = _slow_network_fsdp()
+    # Through each NIC, per parameter: HSDP 2 x 11/12 x 4/8 bytes; FSDP's rings over all 96
+    # ranks spread (2 + 2 + 4) x 95/96 bytes over a node's 8 NICs.
+    assert hsdp / fsdp == pytest.approx((2 * 11 / 12 * 4 / 8) / ((2 + 2 + 4) * 95 / 96 / 8), rel=0.03)
+    bf16, _ = _slow_network_fsdp(shard_group=8, grad_reduce="bf16")
+    latency, bytes_per_s = cost._Context(LLAMA8, cluster).link("allreduce", 8, 12)
+    allreduce_of_bf16_shards_s = 2 * 11 / 12 * 2 * LLAMA8.params / 8 / bytes_per_s
+    assert hsdp - bf16 == pytest.approx(allreduce_of_bf16_shards_s, rel=0.03)  # 2 bytes more a parameter
+    states = ("params", "grads", "optimizer", "buffers")
+    wide = planner.predict(LLAMA8, cluster, Plan(dp=96, microbatch=2, global_batch=192, zero=3, recompute="none",
+                                                 framework="fsdp", shard_group=8)).memory_breakdown
+    node = planner.predict(LLAMA8, Cluster("h100_sxm", 8, 8), Plan(dp=8, microbatch=2, global_batch=16, zero=3,
+                                                                    recompute="none", framework="fsdp")).memory_breakdown
+    assert [wide[k] for k in states] == pytest.approx([node[k] for k in states])
+
+
+def test_hsdp_is_a_layout_of_fsdp_with_a_zero_stage():
+    assert Plan(dp=8, global_batch=8, zero=3, framework="fsdp", shard_group=8).shard_group == 0  # plain FSDP
+    assert "HSDP 8x4" in Plan(dp=32, global_batch=32, zero=3, framework="fsdp", shard_group=8).label()
+    for bad, message in ((dict(framework="megatron"), "needs framework='fsdp'"), (dict(zero=0), "a ZeRO stage"),
+                         (dict(shard_group=3), "does not divide"), (dict(shard_group=1), "shards nothing")):
+        with pytest.raises(ValueError, match=message):
+            Plan(**{**dict(dp=32, global_batch=32, zero=3, framework="fsdp", shard_group=8), **bad})
+    with pytest.raises(ValueError, match="grad_reduce"):
+        Plan(grad_reduce="fp16")
+
+
 def test_interleaved_warm_up_holds_no_more_than_the_steps_microbatches():
     assert cost._inflight("interleaved", 16, 16, 8, 0) == 16
     assert cost._inflight("interleaved", 16, 32, 8, 0) == pytest.approx(16 + 15 / 8)
