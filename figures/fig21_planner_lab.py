@@ -259,11 +259,12 @@ def _validation_tables():
         s = validation.regime_summary(name)
         caption = f"{name}: " + (f"{s.count} checking runs, mean error {fmt.percent(s.mean_abs)}, largest "
                                  f"{fmt.percent(s.max_abs)}" if s.count else "fitting runs only")
-        rows = [(c.case.label, c.source.citation.split(",")[0], "fitting" if c.case.role == validation.FIT else "checking",
+        rows = [(c.case.label, c.case.plan.label(), c.source.citation.split(",")[0],
+                 "fitting" if c.case.role == validation.FIT else "checking",
                  QUANTITY_FORMATS[c.case.quantity](c.case.published), QUANTITY_FORMATS[c.case.quantity](c.predicted),
                  f"{c.error:+.1%}", c.verdict) for c in checks]
-        blocks.append(html.table(("published run", "source", "set", "published", "planner", "error", "memory"), rows,
-                                 caption=caption, numeric=(3, 4, 5)))
+        blocks.append(html.table(("published run", "priced as", "source", "set", "published", "planner", "error",
+                                  "memory"), rows, caption=caption, numeric=(4, 5, 6)))
     memory = [c for c in planner.validate() if not c.case.end_to_end]
     rows = [(c.case.label, f"{c.case.published:.3g} GiB", f"{c.predicted:.3g} GiB", f"{c.error:+.1%}") for c in memory]
     blocks.append(html.table(("Korthikanti et al. 2022, Fig. 1", "published", "planner", "error"), rows,

@@ -79,6 +79,9 @@ def test_the_validation_panel_shows_every_run_by_regime_with_its_role():
         assert f"<caption>{name}: " in html_text, name
     for check in planner.validate():
         assert check.case.label in html_text
+        if check.case.end_to_end:  # the layout each run was priced as, HSDP and gradient dtype included
+            assert f"<td>{check.case.plan.label()}</td>" in html_text
+    assert "ZeRO-3 HSDP 8x12 bf16 grads none recompute" in html_text  # IBM's 7B on 96 H100s
     assert html_text.count(">fitting<") == len(validation.end_to_end(validation.FIT))
     assert html_text.count(">checking<") == len(validation.end_to_end(validation.CHECK))
     assert "docs/" not in html_text and "models/" not in html_text  # no repo paths on the page
