@@ -122,3 +122,15 @@ def test_framework_and_margin_are_options_and_the_output_says_how_sure_it_is():
     megatron = run("predict", *args)
     assert "run by megatron" in megatron.stdout and megatron.stdout != done.stdout
     assert run("predict", *args, "--framework", "jax").returncode == 2
+
+
+def test_predict_prices_hsdp_and_bf16_gradients_that_recommend_does_not_search():
+    args = ("--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "96", "--global-batch", "192",
+            "--microbatch", "2", "--zero", "3", "--framework", "fsdp", "--recompute", "full")
+    done = run("predict", *args, "--shard-group", "8", "--grad-reduce", "bf16", "--export", "torchtitan")
+    assert done.returncode == 0, done.stderr
+    assert "ZeRO-3 HSDP 8x12 bf16 grads full recompute" in done.stdout
+    assert "data_parallel_replicate_degree = 12" in done.stdout
+    refused = run("predict", *args, "--shard-group", "5")
+    assert refused.returncode == 2 and "shard_group=5 does not divide dp x cp=96" in refused.stderr
+    assert run("recommend", *args[:8], "--shard-group", "8").returncode == 2  # not an option of the search
