@@ -459,5 +459,4 @@ def parse_torchtitan_toml(text, model):
                 microbatch=parallel.get("pipeline_parallel_microbatch_size", 1) if pp > 1 else local,
                 global_batch=training.get("global_batch_size"), virtual_stages=chunks // pp, zero=zero,
                 recompute=mode, sequence_parallel=True, schedule=schedule if pp > 1 else "1f1b", flash_attention=True,
-                framework="fsdp", shard_group=shard * cp if replicate > 1 and shard * cp > 1 else 0,
-                grad_reduce="bf16" if training.get("mixed_precision_reduce") == "bfloat16" else "fp32")
+                framework="fsdp", shard_group=shard * cp if replicate > 1 and shard * cp > 1 else 0)

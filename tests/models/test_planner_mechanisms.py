@@ -207,7 +207,7 @@ def test_hsdp_shards_inside_its_group_and_allreduces_each_gradient_shard_across_
     # ranks spread (2 + 2 + 4) x 95/96 bytes over a node's 8 NICs.
     assert hsdp / fsdp == pytest.approx((2 * 11 / 12 * 4 / 8) / ((2 + 2 + 4) * 95 / 96 / 8), rel=0.03)
     bf16, _ = _slow_network_fsdp(shard_group=8, grad_reduce="bf16")
-    latency, bytes_per_s = cost._Context(LLAMA8, cluster).link("allreduce", 8, 12)
+    _, bytes_per_s = cost._Context(LLAMA8, cluster).link("allreduce", 8, 12)
     allreduce_of_bf16_shards_s = 2 * 11 / 12 * 2 * LLAMA8.params / 8 / bytes_per_s
     assert hsdp - bf16 == pytest.approx(allreduce_of_bf16_shards_s, rel=0.03)  # 2 bytes more a parameter
     states = ("params", "grads", "optimizer", "buffers")
