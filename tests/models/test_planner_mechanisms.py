@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from models import hardware, overlap
+from models import hardware, hsdp, overlap
 from models._validate import GiB
 from models.planner import Cluster, Plan, cost, validation
 from models import planner
@@ -201,15 +201,16 @@ def test_hsdp_shards_inside_its_group_and_allreduces_each_gradient_shard_across_
     states an 8-GPU FSDP run holds, gathers over NVLink only, and after each ReduceScatter
     AllReduces its 1/8 of the gradients with its 11 peers on the other nodes: ring AllReduce,
     2 x 11/12 of the shard through its own NIC."""
-    hsdp, cluster = _slow_network_fsdp(shard_group=8)
-    fsdp, _ = _slow_network_fsdp()
-    # Through each NIC, per parameter: HSDP 2 x 11/12 x 4/8 bytes; FSDP's rings over all 96
-    # ranks spread (2 + 2 + 4) x 95/96 bytes over a node's 8 NICs.
-    assert hsdp / fsdp == pytest.approx((2 * 11 / 12 * 4 / 8) / ((2 + 2 + 4) * 95 / 96 / 8), rel=0.03)
+    hybrid, cluster = _slow_network_fsdp(shard_group=8)
+    full, _ = _slow_network_fsdp()
+    # The cross-node bytes of models.hsdp's ledger: HSDP's through each GPU's own NIC, FSDP's
+    # rings over all 96 ranks spread over a node's 8 NICs.
+    traffic = lambda group, grad_bytes=4: hsdp.hsdp_traffic(LLAMA8.params, 96, group, gpus_per_node=8,
+                                                           grad_bytes=grad_bytes).inter_node_bytes
+    assert hybrid / full == pytest.approx(traffic(8) / (traffic(96) / 8), rel=0.03)
     bf16, _ = _slow_network_fsdp(shard_group=8, grad_reduce="bf16")
     _, bytes_per_s = cost._Context(LLAMA8, cluster).link("allreduce", 8, 12)
-    allreduce_of_bf16_shards_s = 2 * 11 / 12 * 2 * LLAMA8.params / 8 / bytes_per_s
-    assert hsdp - bf16 == pytest.approx(allreduce_of_bf16_shards_s, rel=0.03)  # 2 bytes more a parameter
+    assert hybrid - bf16 == pytest.approx((traffic(8) - traffic(8, grad_bytes=2)) / bytes_per_s, rel=0.03)
     states = ("params", "grads", "optimizer", "buffers")
     wide = planner.predict(LLAMA8, cluster, Plan(dp=96, microbatch=2, global_batch=192, zero=3, recompute="none",
                                                  framework="fsdp", shard_group=8)).memory_breakdown
