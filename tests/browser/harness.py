@@ -92,8 +92,18 @@ def figure_screenshot(page, anchor):
     media-query change (a phone's figures drew themselves wide and back)."""
     from PIL import Image
 
-    box = page.evaluate("""(a) => { const r = document.getElementById(a).getBoundingClientRect();
-      return {top: r.top + scrollY, left: r.left, width: Math.floor(r.width), height: Math.floor(r.height)}; }""", anchor)
+    # On a whole pixel: text above that moved the figure by a fraction of a pixel (a
+    # sentence added to the prose) would otherwise redraw every glyph's edges differently.
+    # Room below the page's end, so that the last figures' slices are not scrolled to the
+    # page's (fractional) end instead.
+    box = page.evaluate("""(a) => { const f = document.getElementById(a), body = document.body.style;
+      body.paddingBottom = innerHeight + "px";
+      body.paddingTop = "0px";
+      const top = f.getBoundingClientRect().top + scrollY;
+      body.paddingTop = (Math.ceil(top - 0.01) - top) + "px";
+      const r = f.getBoundingClientRect();
+      return {top: Math.round(r.top + scrollY), left: r.left, width: Math.floor(r.width), height: Math.floor(r.height)}; }""",
+                        anchor)
     screen = page.viewport_size["height"]
     whole = None
     offset = 0
@@ -108,6 +118,7 @@ def figure_screenshot(page, anchor):
             whole = Image.new("RGB", (shot.width, box["height"]))
         whole.paste(shot.convert("RGB"), (0, offset))
         offset += int(height)
+    page.evaluate("() => { document.body.style.paddingTop = document.body.style.paddingBottom = ''; }")
     out = io.BytesIO()
     whole.save(out, format="PNG")
     return out.getvalue()

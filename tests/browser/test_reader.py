@@ -70,6 +70,10 @@ def test_axe_finds_nothing_before_python_runs_the_figures(browser, base_url, sch
         page.emulate_media(color_scheme=scheme)
         page.goto(base_url + "/")
         page.wait_for_load_state("load")
+        # the whole article, not the part shown so far: the reveal goes on after "load",
+        # and a frame later each shown equation knows whether it scrolls (tabindex)
+        page.wait_for_function("() => !document.querySelector('.chapter[data-held] > :not([data-shown])')", timeout=30_000)
+        page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
         assert page.eval_on_selector_all("figure[data-figure]", "fs => fs.every(f => f.dataset.state === 'static')")
         assert run_axe(page) == []
     finally:
