@@ -140,29 +140,22 @@ def leaning_by_recomputation(checks):
 
 
 def leaning_by_gpu(checks):
-    """Per source, the same models run on A100s and on H100s: the mean error of each GPU's
-    runs and how far H100 leans from A100 (the planner's H100-over-A100 speed-up against
-    the published one), so that a gap common to a GPU shows apart from one common to a
-    model size or a recomputation setting (docs/MODELS.md, "Calibration")."""
-    groups = {}
-    for c in checks:
-        if c.case.end_to_end:
-            groups.setdefault(c.source.citation.split(",")[0], {}).setdefault(c.case.model, {}).setdefault(
-                validation.GENERATION_NAMES[c.case.cluster.gpu], []).append(c.error)
-    rows = []
-    for source, models in sorted(groups.items()):
-        paired = [gpus for gpus in models.values() if "A100" in gpus and "H100" in gpus]
-        if paired:
-            a100 = [e for gpus in paired for e in gpus["A100"]]
-            h100 = [e for gpus in paired for e in gpus["H100"]]
-            lean = statistics.mean((1 + statistics.mean(g["H100"])) / (1 + statistics.mean(g["A100"])) - 1 for g in paired)
-            rows.append((source, len(paired), a100, h100, lean))
-    if not rows:
+    """Per source, the same models run on A100s and on H100s (``validation.gpu_leans``):
+    the mean error of each GPU's runs and how far H100 leans from A100, so that a gap
+    common to a GPU shows apart from one common to a model size or a recomputation
+    setting (docs/MODELS.md, "Calibration")."""
+    by_source = {}
+    for lean in validation.gpu_leans(checks):
+        by_source.setdefault(validation.SOURCES[lean.source].citation.split(",")[0], []).append(lean)
+    if not by_source:
         return
     print("\n   H100 against A100 (the same models from one source; mean error, and H100's lean)")
-    for source, n, a100, h100, lean in rows:
-        print(f"   {source[:40]:40s} {n} models  A100 {statistics.mean(a100):+6.1%} ({len(a100)})  "
-              f"H100 {statistics.mean(h100):+6.1%} ({len(h100)})  H100 speed-up over A100 {lean:+6.1%} too large")
+    for source, leans in sorted(by_source.items()):
+        a100 = [e for lean in leans for e in lean.a100_errors]
+        h100 = [e for lean in leans for e in lean.h100_errors]
+        ratio = statistics.mean(lean.ratio for lean in leans) - 1
+        print(f"   {source[:40]:40s} {len(leans)} models  A100 {statistics.mean(a100):+6.1%} ({len(a100)})  "
+              f"H100 {statistics.mean(h100):+6.1%} ({len(h100)})  H100 speed-up over A100 {ratio:+6.1%} too large")
 
 
 # Grids the fitted constants were chosen on (fitting set only): Megatron-LM's fused kernels

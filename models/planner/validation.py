@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from models import flops
 from models.planner.cases import CASES, CHECK, DURATION, FIT, QUANTITIES, SOURCES, Case
+from models.planner.model import Transformer
 from models.planner.cost import predict, train_time_s
 
 VALIDATION = CASES
@@ -186,6 +187,35 @@ def memory_verdict(memory_bytes, usable_bytes, band=None):
     return "at the edge"
 
 
+@dataclass(frozen=True)
+class GpuLean:
+    """One model a source ran on both A100s and H100s: the ratio of the planner's
+    H100-over-A100 speed-up to the published one, mean over each GPU's runs (> 1: the
+    planner expects too much of the H100)."""
+
+    source: str
+    model: Transformer
+    a100_errors: tuple
+    h100_errors: tuple
+
+    @property
+    def ratio(self):
+        return (1 + sum(self.h100_errors) / len(self.h100_errors)) / (1 + sum(self.a100_errors) / len(self.a100_errors))
+
+
+def gpu_leans(checks=None):
+    """Every model a source measured on both A100s and H100s, with the planner's lean
+    between the two GPUs (docs/MODELS.md, "Calibration"). ``checks``: the end-to-end
+    checks to look at (default: every end-to-end run, fitting and checking)."""
+    groups = {}
+    for c in (end_to_end() if checks is None else checks):
+        if c.case.end_to_end:
+            gpu = GENERATION_NAMES[c.case.cluster.gpu]
+            groups.setdefault((c.case.source, c.case.model), {}).setdefault(gpu, []).append(c.error)
+    return tuple(GpuLean(source, model, tuple(gpus["A100"]), tuple(gpus["H100"]))
+                 for (source, model), gpus in groups.items() if "A100" in gpus and "H100" in gpus)
+
+
 def regimes():
     """Every regime with cases, in a fixed order: by GPU generation, then framework."""
     order = list(dict.fromkeys(GENERATION_NAMES.values()))
@@ -194,4 +224,4 @@ def regimes():
 
 
 __all__ = ["VALIDATION", "Check", "Summary", "Band", "measure", "validate", "summarize", "end_to_end",
-           "regime", "regime_summary", "band", "regimes", "memory_band", "memory_verdict", "FIT", "CHECK"]
+           "regime", "regime_summary", "band", "regimes", "GpuLean", "gpu_leans", "memory_band", "memory_verdict", "FIT", "CHECK"]

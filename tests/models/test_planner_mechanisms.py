@@ -289,13 +289,8 @@ def test_plain_fsdp_on_h100_is_where_the_planner_leans_fast_as_the_lab_says():
     """Figure 21's prose: for models one source measured on both GPUs, the planner expects
     more of an H100 over an A100 than the published runs got, and an H100 FSDP plan's
     range stretches much further to the slow side than to the fast side."""
-    leans = {}
-    for c in validation.end_to_end(validation.CHECK):
-        if c.case.plan.framework == "fsdp" and c.case.source != "llama3":
-            gpu = validation.GENERATION_NAMES[c.case.cluster.gpu]
-            leans.setdefault((c.case.source, c.case.model), {}).setdefault(gpu, []).append(1 + c.error)
-    ratios = [sum(g["H100"]) / len(g["H100"]) / (sum(g["A100"]) / len(g["A100"]))
-              for g in leans.values() if {"A100", "H100"} <= set(g)]
+    ratios = [lean.ratio for lean in validation.gpu_leans(validation.end_to_end(validation.CHECK))]
+    assert validation.GpuLean("ibm2024", None, (0.0, 0.1), (0.32,)).ratio == pytest.approx(1.32 / 1.05)
     assert len(ratios) >= 6 and sum(ratios) / len(ratios) > 1.10 and min(ratios) > 0.98
     model, cluster = planner.model_preset("llama3-8b"), planner.cluster_preset("dgx-h100", 8)
     band = planner.band(model, cluster, Plan(dp=8, global_batch=32, zero=3, recompute="none", framework="fsdp"))
