@@ -1043,6 +1043,21 @@ setTimeout(function (ownScript) {
     foldedForPrint.splice(0).forEach(function (details) { details.open = false; });
   });
 
+  // A page shown from an older build's offline copy, once a newer build's service worker
+  // has cached all of it and taken over (sw.js): the reader is offered the newer page,
+  // never sent to it mid-sentence. A page that had no service worker came from the
+  // network: the first one to take it over is its own build's.
+  function offerNewerBuild() {
+    if (!("serviceWorker" in navigator) || !navigator.serviceWorker.controller) return;
+    navigator.serviceWorker.addEventListener("controllerchange", function () {
+      const note = document.querySelector('[data-role="update-note"]');
+      if (!note) return;
+      note.hidden = false;
+      note.querySelector('[data-role="update-reload"]').addEventListener("click", function () { location.reload(); });
+    }, { once: true });
+  }
+  offerNewerBuild();
+
   // After the first visit the site works offline: a service worker keeps every file.
   function registerServiceWorker() {
     const url = root.dataset.serviceWorker;

@@ -1,10 +1,8 @@
 """Every reader, every device: accessibility (axe-core, light and dark, every figure live,
-and at 390 px), a phone-sized layout, reduced motion, print, the offline copy, sharing a
-figure's state."""
+and at 390 px), a phone-sized layout, reduced motion, print, sharing a figure's state
+(the offline copy: test_offline.py)."""
 import json
 import os
-import shutil
-import threading
 from pathlib import Path
 
 import pytest
@@ -185,56 +183,3 @@ def test_copy_link_carries_the_figure_state(browser, base_url):
         assert page.evaluate("navigator.clipboard.readText()") == f"{base_url}/#{encode_state(FIFTEEN, state)}"
     finally:
         session.close()
-
-
-class SwappableServer:
-    """The site's server, whose directory can be swapped for a new build."""
-
-    def __init__(self, root):
-        self.root = root
-        owner = self
-        server = build.make_server(root, "127.0.0.1", 0)
-        partial = server.RequestHandlerClass
-
-        class Swappable(partial.func):
-            def __init__(self, *args, **kwargs):
-                kwargs["directory"] = str(owner.root)
-                super().__init__(*args, **kwargs)
-
-        server.RequestHandlerClass = Swappable
-        self.server = server
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{server.server_address[1]}"
-
-
-def test_after_one_visit_the_site_works_offline_and_a_new_build_replaces_the_cache(browser, site, tmp_path):
-    served = SwappableServer(site)
-    session = PageSession(browser, served.base)
-    try:
-        page = session.open("/")
-        page.wait_for_function("() => navigator.serviceWorker.controller !== null", timeout=60_000)
-        first = page.evaluate("caches.keys()")
-        assert len(first) == 1 and first[0].startswith("playbook-")
-        session.context.set_offline(True)
-        page.reload()
-        page.wait_for_function("() => document.documentElement.dataset.python === 'ready'", timeout=90_000)
-        set_control(page, FIFTEEN, "P", 8)
-        assert page.get_attribute("#fig-15", "data-state") == "live"
-        assert read_state(page, FIFTEEN)["P"] == 8
-        session.context.set_offline(False)
-
-        # a new build at the same address: its service worker takes over with its own cache
-        second = tmp_path / "second"
-        shutil.copytree(site, second)
-        index = second / "index.html"
-        index.write_text(index.read_text().replace("</footer>", "<p>second build</p></footer>"))
-        build.write_service_worker(second)
-        build.precompress(second)  # as the build does: "/" and sw.js are sent from their .br copies
-        served.root = second
-        page.reload()
-        page.wait_for_function(f"() => caches.keys().then(k => k.length === 1 && k[0] !== {json.dumps(first[0])})", timeout=60_000)
-        page.reload()
-        assert "second build" in page.text_content("footer")
-    finally:
-        session.close()
-        served.server.shutdown()
