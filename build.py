@@ -108,6 +108,17 @@ CONTENT_SECURITY_POLICY = "; ".join((
     "form-action 'none'",
 ))
 
+# What a server sends with every file (build.py --serve does; README, "Hosting it", gives
+# it for nginx and Caddy). The page's policy as a header, plus what a <meta> policy cannot
+# say: frame-ancestors (no site may frame the page, so no click can be stolen through it).
+# nosniff: a file is run or styled only as the type it is served as. no-referrer: a link
+# out of the article tells the other site nothing of where the reader was.
+SECURITY_HEADERS = (
+    ("Content-Security-Policy", CONTENT_SECURITY_POLICY + "; frame-ancestors 'none'"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+)
+
 FIGURE_DIRECTIVE = "figure"
 FIGURE_MARKER = re.compile(r"<!--\s*figure\s+(\d\d):\s*([^>]*?)\s*-->")
 HEADING_ANCHOR = re.compile(r"\s*\{#([a-z0-9][a-z0-9-]*)\}\s*$")
@@ -685,7 +696,7 @@ def check_figure_order(article):
 class Handler(http.server.SimpleHTTPRequestHandler):
     """Static files with the MIME types Pyodide needs (a wrong wasm type hangs it
     silently), sent compressed where the build wrote a ``.br`` or ``.gz`` copy and the
-    browser accepts it."""
+    browser accepts it, each with ``SECURITY_HEADERS``."""
 
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
     base_url = "/"
@@ -717,6 +728,8 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     def end_headers(self):
         immutable = "/vendor/" in self.path or re.search(r"\.[0-9a-f]{12}\.", self.path)
         self.send_header("Cache-Control", "public, max-age=31536000, immutable" if immutable else "no-cache")
+        for name, value in SECURITY_HEADERS:
+            self.send_header(name, value)
         super().end_headers()
 
     def log_message(self, format, *args):

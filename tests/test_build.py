@@ -8,6 +8,7 @@ import json
 import re
 import threading
 import zipfile
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -187,6 +188,39 @@ def test_server_sends_the_mime_types_pyodide_needs(built):
                 assert "immutable" in response.headers["Cache-Control"]
     finally:
         server.shutdown()
+
+
+def test_server_sends_the_security_headers_with_every_file_and_error(built):
+    """A <meta> policy cannot forbid framing; the dev server sends the header set the
+    README gives hosts, on the page, a hashed asset, the runtime and a 404 alike."""
+    expected = dict(build.SECURITY_HEADERS)
+    assert "frame-ancestors 'none'" in expected["Content-Security-Policy"]
+    assert expected["Content-Security-Policy"].startswith(build.CONTENT_SECURITY_POLICY)
+    assert expected["X-Content-Type-Options"] == "nosniff" and expected["Referrer-Policy"] == "no-referrer"
+    server = build.make_server(built, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    script = re.search(r'src="/(assets/playbook\.[0-9a-f]{12}\.js)"', (built / "index.html").read_text()).group(1)
+    try:
+        for path, accept in (("/", "br"), (f"/{script}", "identity"), ("/vendor/pyodide-314.0.7/pyodide.asm.wasm", "gzip"),
+                             ("/sw.js", "identity")):
+            with urllib.request.urlopen(urllib.request.Request(base + path, headers={"Accept-Encoding": accept})) as response:
+                for name, value in expected.items():
+                    assert response.headers[name] == value, (path, name)
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(base + "/no-such-file")
+        assert missing.value.code == 404
+        assert {name: missing.value.headers[name] for name in expected} == expected
+    finally:
+        server.shutdown()
+
+
+def test_readme_gives_hosts_the_header_set_the_server_sends():
+    readme = (build.ROOT / "README.md").read_text()
+    nginx = dict(re.findall(r'^add_header ([\w-]+) "(.*)" always;$', readme, re.M))
+    caddy = dict(re.findall(r'^\t([\w-]+) "(.*)"$', readme, re.M))
+    assert nginx == dict(build.SECURITY_HEADERS)
+    assert caddy == dict(build.SECURITY_HEADERS)
 
 
 # --- source mistakes -----------------------------------------------------------------
