@@ -202,8 +202,13 @@ class Number:
     integer: bool = False
     samples: tuple = ()
     # the value an empty field stands for (the planner lab's "the preset's own"), shown
-    # empty with the figure's ``hints`` as placeholder; None: a field must hold a number
+    # empty with the figure's ``hints`` as placeholder; None: a field must hold a number.
+    # It may lie outside [min, max] (the lab's 0): then only an empty field, or the value
+    # itself from a state, reads as it; typed, it is refused like any value out of range
+    # (a typed "0 layers" is an error, not the preset), and the message says what an
+    # empty field means (``blank_text``)
     blank: float | None = None
+    blank_text: str = ""
     # value -> the text shown in the field (it must read back as the same value: coerce);
     # default ``count_text``: "16,384", "300B", "15.6T"
     format: object = None
@@ -211,13 +216,15 @@ class Number:
     _SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
     def __post_init__(self):
-        if not self.min <= self.default <= self.max:
+        if not (self.min <= self.default <= self.max or self.default == self.blank):
             raise ValueError(f"{self.key}: default {self.default!r} outside [{self.min}, {self.max}]")
 
     def coerce(self, raw):
         if isinstance(raw, bool):
             raise ValueError(f"{self.label}: enter a number")
         if isinstance(raw, (int, float)):
+            if self.blank is not None and raw == self.blank:
+                return self.blank  # a state's own empty field (typed text never comes as a number)
             value = float(raw)
         else:
             text = str(raw).strip().replace(",", "").replace(" ", "").replace("_", "")
@@ -232,15 +239,21 @@ class Number:
                 raise ValueError(f"{self.label}: {str(raw).strip()!r} is not a number") from None
         if not math.isfinite(value):
             raise ValueError(f"{self.label}: enter a finite number")
+        empty = f" (empty: {self.blank_text})" if self.blank_text else ""
         if value < self.min:
-            raise ValueError(f"{self.label}: at least {format_value(self.min)}{(' ' + self.unit) if self.unit else ''}")
+            raise ValueError(f"{self.label}: at least {self._bound(self.min)}{empty}")
         if value > self.max:
-            raise ValueError(f"{self.label}: at most {format_value(self.max)}{(' ' + self.unit) if self.unit else ''}")
+            raise ValueError(f"{self.label}: at most {self._bound(self.max)}{empty}")
         if self.integer:
             if not value.is_integer():
                 raise ValueError(f"{self.label}: a whole number")
             return int(value)
         return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+    def _bound(self, value):
+        """A bound as a message gives it: "1,024", "1 sequence", "1,000T", "1 Gb/s"."""
+        unit = self.unit[:-1] if value == 1 and self.unit.endswith("s") and "/" not in self.unit else self.unit
+        return f"{count_text(value)} {unit}".strip()
 
     @property
     def values(self):
