@@ -10,6 +10,7 @@ A figure module (``figures/figNN_slug.py``) defines
     CONTROLS = (Slider(...), Select(...), Toggle(...), Button(...))
     PRIMARY = ("P", "m")             # optional: the one or two controls a reader moves most
     GROUPS = (("Model", ("layers", ...)), ...)  # optional: the other controls under headings
+    FOLDS = ("Pin the plan",)        # optional: groups folded on their own on a phone
     READOUTS_FIRST = True            # optional: readouts under the drawing, before a long html block
     def render(state, narrow=False) -> View: ...  # pure: the same state always gives the same view
 
@@ -394,6 +395,10 @@ class Figure:
     # The module's optional ``hints(state) -> {field key: text}``: what an empty typed field
     # (``Number.blank``) stands for in this state, shown in it greyed (the lab's preset values).
     hints: object = field(default=None, repr=False)
+    # The module's optional ``FOLDS``: headings of ``GROUPS`` that fold on their own on a
+    # phone, before "More controls" (the lab's pins: one short fold, not the 13th to 22nd
+    # of 32 fields); a bar with such folds is capped and ends in a Done button.
+    folds: tuple = ()
 
     def field_hints(self, state):
         return dict(self.hints(state)) if self.hints is not None else {}
@@ -423,6 +428,15 @@ class Figure:
         if rest:
             groups.append((None, rest))
         return primary, groups
+
+    def control_folds(self):
+        """``(primary controls, [(summary, [(heading or None, controls), ...]), ...])``: the
+        folds a phone shows after the primary controls: each group named in ``folds`` on its
+        own, then every other group under "More controls"."""
+        primary, groups = self.control_layout()
+        own = [(heading, [(heading, controls)]) for heading, controls in groups if heading in self.folds]
+        rest = [(heading, controls) for heading, controls in groups if heading not in self.folds]
+        return primary, own + ([("More controls", rest)] if rest else [])
 
     @property
     def stateful_controls(self):

@@ -83,15 +83,18 @@ CONTROLS = (
       for key, values in PLAN_CHOICES),
 )
 
-# On a phone the presets stay in view; the rest, a step each, one tap away (figure.html).
-PRIMARY = ("model", "cluster")
+# On a phone the model and the GPU count stay in view; the pins fold on their own, the rest
+# (node type included) under "More controls", in a bar capped at 40% of the screen that ends
+# in Done (figure.html, issue 43).
+PRIMARY = ("model", "gpus")
 READOUTS_FIRST = True  # the estimate and its bands under the drawing, not under the reasoning and launch blocks
 GROUPS = (
     ("Model", tuple(key for key, _ in MODEL_FIELDS) + tuple(key for key, _, _ in MODEL_CHOICES)),
-    ("Cluster", ("gpus", "gpu", "per_node", "intra", "inter", "nic_gbps", "margin_gb")),
+    ("Cluster", ("cluster", "gpu", "per_node", "intra", "inter", "nic_gbps", "margin_gb")),
     ("Training", ("framework", "batch", "tokens")),
     ("Pin the plan", tuple(key for key, _ in PLAN_CHOICES)),
 )
+FOLDS = ("Pin the plan",)
 # A planner message names the input it is about first ("tp=16 does not divide ..."): the
 # control that input comes from, where the page shows the message.
 FIELD_CONTROLS = {**{field: key for key, field in MODEL_FIELDS}, **{field: key for key, field, _ in MODEL_CHOICES},
