@@ -19,7 +19,8 @@ CAPTION = (
 )
 NOTE = (
     "Any field of a preset can be overridden: an empty field, or 'preset', keeps the preset's value (shown greyed "
-    "in the field); counts may be typed as 15T, 300B or 16,384. A pinned degree is priced against the planner's own pick, with the reason it loses. Under "
+    "in the field), and a number no real run could have (0 layers, a network under 1 Gb/s) is refused beside its "
+    "field; counts may be typed as 15T, 300B or 16,384. A pinned degree is priced against the planner's own pick, with the reason it loses. Under "
     "the plan, copy it as Megatron-LM arguments or a torchtitan config; at the bottom, the planner is checked "
     "against published runs."
 )
