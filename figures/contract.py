@@ -338,8 +338,10 @@ class View:
     alt: str = ""
     html: str | None = None
     # ``{control key: message}``: what is wrong with an input that reads fine but cannot
-    # be met (the planner lab's "tp=16 does not divide kv_heads=8"), shown next to that
-    # control as a typing error is; the drawing says it too
+    # be met (the planner lab's "tp=16 does not divide kv_heads=8"), shown once, next to
+    # that control as a typing error is (the drawing names the control). A message about
+    # several controls the reader set is keyed by all of them, space-separated ("tp
+    # kv_heads"): the page shows it by the one the reader touched last (playbook.js)
     field_errors: dict = field(default_factory=dict)
 
     def summary(self):
