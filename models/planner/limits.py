@@ -61,8 +61,8 @@ LIMITS = {
     "gpus_per_node": Limit(1, 72, why="an NVL72 rack is the largest NVLink domain sold (72 GPUs)"),
     "inter_gbps": Limit(1, 10_000, "Gb/s", integer=False,
                         why="1 Gb/s is the slowest Ethernet in a data centre; NVLink 5 gives 7,200 Gb/s a GPU"),
-    "memory_margin_gb": Limit(0, 64, "GB", integer=False, why="what the largest HBM (192 GB) leaves a plan is larger; "
-                                                               "Cluster also refuses a margin that leaves nothing"),
+    "memory_margin_gb": Limit(0, 64, "GB", integer=False, why="a margin, not most of a GPU; Cluster also refuses one "
+                                                               "that leaves a plan nothing of its HBM"),
     # workload
     "global_batch": Limit(1, 1_000_000, "sequences", why="the largest published batches are 16M tokens, 2,048 "
                                                          "sequences of 8,192 (Llama 3 405B)"),
