@@ -96,8 +96,8 @@ GROUPS = (
     ("Pin the plan", tuple(key for key, _ in PLAN_CHOICES)),
 )
 FOLDS = ("Pin the plan",)
-# A planner message names the input it is about first ("tp=16 does not divide ..."): the
-# control that input comes from, where the page shows the message.
+# A planner message names the inputs it is about ("tp=16 does not divide kv_heads=8"): the
+# control each comes from, where the page shows the message (_field_errors).
 FIELD_CONTROLS = {**{field: key for key, field in MODEL_FIELDS}, **{field: key for key, field, _ in MODEL_CHOICES},
                   **{key: key for key, _ in PLAN_CHOICES}, "gpus": "gpus", "gpus_per_node": "per_node",
                   "framework": "framework",
@@ -124,12 +124,11 @@ def _field_errors(message, state):
     they changed, the message naming the other. Where several were set, the key lists
     them ("tp kv_heads") and the page picks the one the reader touched last; where none
     was (a node type whose nodes do not divide the GPUs), the first named."""
-    names = (name or "gpus" for name, gpus in re.findall(r"\b([a-z_]+)=|\b\d+ (GPUs)\b", message))
+    names = (name or "gpus" for name, _ in re.findall(r"\b([a-z_]+)=|\b\d+ (GPUs)\b", message))  # "of 1024 GPUs"
     named = list(dict.fromkeys(FIELD_CONTROLS[name] for name in names if name in FIELD_CONTROLS))
     if not named:
         return {}
-    defaults = FIGURE_DEFAULTS
-    set_by_reader = [key for key in named if state[key] != defaults[key]]
+    set_by_reader = [key for key in named if state[key] != FIGURE_DEFAULTS[key]]
     return {" ".join(set_by_reader) if set_by_reader else named[0]: message}
 
 
