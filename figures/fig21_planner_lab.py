@@ -124,7 +124,9 @@ def _field_errors(message, state):
     they changed, the message naming the other. Where several were set, the key lists
     them ("tp kv_heads") and the page picks the one the reader touched last; where none
     was (a node type whose nodes do not divide the GPUs), the first named."""
-    names = (name or "gpus" for name, _ in re.findall(r"\b([a-z_]+)=|\b\d+ (GPUs)\b", message))  # "of 1024 GPUs"
+    # "tp=16", and the inputs some messages name in words: "of 1024 GPUs", "the interleaved schedule"
+    found = re.findall(r"\b([a-z_]+)=|\b\d+ (GPUs)\b|\binterleaved (schedule)\b", message)
+    names = (name or ("gpus" if gpus else schedule) for name, gpus, schedule in found)
     named = list(dict.fromkeys(FIELD_CONTROLS[name] for name in names if name in FIELD_CONTROLS))
     if not named:
         return {}
