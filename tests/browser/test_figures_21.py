@@ -142,6 +142,18 @@ def test_a_link_restores_a_lab_state(session):
     assert_shows(page, FIGURE, state)
 
 
+def test_a_link_written_with_zero_for_the_preset_still_restores_it(session):
+    """Before issue 42 a typed 0 meant the preset; a link holding it restores the preset
+    (empty fields, no error), not a refused value."""
+    page = session.page
+    follow_link(page, "fig-21:model=llama3-8b,layers=0,nic_gbps=0,gpus=64")
+    state = FIGURE.validate_state({"model": "llama3-8b", "gpus": 64})
+    assert read_state(page, FIGURE) == state
+    assert page.input_value(f"#{ANCHOR} [data-control=layers]") == "" and _visible_errors(page) == []
+    assert_shows(page, FIGURE, state)
+    follow_link(page, ANCHOR)
+
+
 def test_the_exports_copy_to_the_clipboard(session):
     page = session.page
     buttons = page.locator(f"#{ANCHOR} button[data-copy]")
