@@ -38,6 +38,7 @@ def _load(module_name):
         lays_out_narrow="narrow" in inspect.signature(module.render).parameters,
         readouts_first=bool(getattr(module, "READOUTS_FIRST", False)),
         hints=getattr(module, "hints", None),
+        folds=tuple(getattr(module, "FOLDS", ())),
     )
 
 

@@ -10,6 +10,7 @@ A figure module (``figures/figNN_slug.py``) defines
     CONTROLS = (Slider(...), Select(...), Toggle(...), Button(...))
     PRIMARY = ("P", "m")             # optional: the one or two controls a reader moves most
     GROUPS = (("Model", ("layers", ...)), ...)  # optional: the other controls under headings
+    FOLDS = ("Pin the plan",)        # optional: groups folded on their own on a phone
     READOUTS_FIRST = True            # optional: readouts under the drawing, before a long html block
     def render(state, narrow=False) -> View: ...  # pure: the same state always gives the same view
 
@@ -202,8 +203,13 @@ class Number:
     integer: bool = False
     samples: tuple = ()
     # the value an empty field stands for (the planner lab's "the preset's own"), shown
-    # empty with the figure's ``hints`` as placeholder; None: a field must hold a number
+    # empty with the figure's ``hints`` as placeholder; None: a field must hold a number.
+    # It may lie outside [min, max] (the lab's 0): then only an empty field, or the value
+    # itself from a state, reads as it; typed, it is refused like any value out of range
+    # (a typed "0 layers" is an error, not the preset), and the message says what an
+    # empty field means (``blank_text``)
     blank: float | None = None
+    blank_text: str = ""
     # value -> the text shown in the field (it must read back as the same value: coerce);
     # default ``count_text``: "16,384", "300B", "15.6T"
     format: object = None
@@ -211,13 +217,15 @@ class Number:
     _SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
     def __post_init__(self):
-        if not self.min <= self.default <= self.max:
+        if not (self.min <= self.default <= self.max or self.default == self.blank):
             raise ValueError(f"{self.key}: default {self.default!r} outside [{self.min}, {self.max}]")
 
     def coerce(self, raw):
         if isinstance(raw, bool):
             raise ValueError(f"{self.label}: enter a number")
         if isinstance(raw, (int, float)):
+            if self.blank is not None and raw == self.blank:
+                return self.blank  # a state's own empty field (typed text never comes as a number)
             value = float(raw)
         else:
             text = str(raw).strip().replace(",", "").replace(" ", "").replace("_", "")
@@ -232,15 +240,21 @@ class Number:
                 raise ValueError(f"{self.label}: {str(raw).strip()!r} is not a number") from None
         if not math.isfinite(value):
             raise ValueError(f"{self.label}: enter a finite number")
+        empty = f" (empty: {self.blank_text})" if self.blank_text else ""
         if value < self.min:
-            raise ValueError(f"{self.label}: at least {format_value(self.min)}{(' ' + self.unit) if self.unit else ''}")
+            raise ValueError(f"{self.label}: at least {self._bound(self.min)}{empty}")
         if value > self.max:
-            raise ValueError(f"{self.label}: at most {format_value(self.max)}{(' ' + self.unit) if self.unit else ''}")
+            raise ValueError(f"{self.label}: at most {self._bound(self.max)}{empty}")
         if self.integer:
             if not value.is_integer():
                 raise ValueError(f"{self.label}: a whole number")
             return int(value)
         return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+    def _bound(self, value):
+        """A bound as a message gives it: "1,024", "1 sequence", "1,000T", "1 Gb/s"."""
+        unit = self.unit[:-1] if value == 1 and self.unit.endswith("s") and "/" not in self.unit else self.unit
+        return f"{count_text(value)} {unit}".strip()
 
     @property
     def values(self):
@@ -324,8 +338,10 @@ class View:
     alt: str = ""
     html: str | None = None
     # ``{control key: message}``: what is wrong with an input that reads fine but cannot
-    # be met (the planner lab's "tp=16 does not divide kv_heads=8"), shown next to that
-    # control as a typing error is; the drawing says it too
+    # be met (the planner lab's "tp=16 does not divide kv_heads=8"), shown once, next to
+    # that control as a typing error is (the drawing names the control). A message about
+    # several controls the reader set is keyed by all of them, space-separated ("tp
+    # kv_heads"): the page shows it by the one the reader touched last (playbook.js)
     field_errors: dict = field(default_factory=dict)
 
     def summary(self):
@@ -381,6 +397,10 @@ class Figure:
     # The module's optional ``hints(state) -> {field key: text}``: what an empty typed field
     # (``Number.blank``) stands for in this state, shown in it greyed (the lab's preset values).
     hints: object = field(default=None, repr=False)
+    # The module's optional ``FOLDS``: headings of ``GROUPS`` that fold on their own on a
+    # phone, before "More controls" (the lab's pins: one short fold, not the 13th to 22nd
+    # of 32 fields); a bar with such folds is capped and ends in a Done button.
+    folds: tuple = ()
 
     def field_hints(self, state):
         return dict(self.hints(state)) if self.hints is not None else {}
@@ -410,6 +430,15 @@ class Figure:
         if rest:
             groups.append((None, rest))
         return primary, groups
+
+    def control_folds(self):
+        """``(primary controls, [(summary, [(heading or None, controls), ...]), ...])``: the
+        folds a phone shows after the primary controls: each group named in ``folds`` on its
+        own, then every other group under "More controls"."""
+        primary, groups = self.control_layout()
+        own = [(heading, [(heading, controls)]) for heading, controls in groups if heading in self.folds]
+        rest = [(heading, controls) for heading, controls in groups if heading not in self.folds]
+        return primary, own + ([("More controls", rest)] if rest else [])
 
     @property
     def stateful_controls(self):

@@ -1,4 +1,5 @@
 """Figure 21: the planner lab — search every layout, explain the best, price any other."""
+import re
 import textwrap
 from collections import OrderedDict
 from functools import lru_cache
@@ -7,6 +8,7 @@ from figures import html, svg
 from figures.contract import Number, Readout, Select, View
 from models import fmt, hardware, planner
 from models.planner import validation
+from models.planner.limits import LIMITS
 
 NUMBER = 21
 TITLE = "The planner lab"
@@ -17,7 +19,8 @@ CAPTION = (
 )
 NOTE = (
     "Any field of a preset can be overridden: an empty field, or 'preset', keeps the preset's value (shown greyed "
-    "in the field); counts may be typed as 15T, 300B or 16,384. A pinned degree is priced against the planner's own pick, with the reason it loses. Under "
+    "in the field), and a number no real run could have (0 layers, a network under 1 Gb/s) is refused beside its "
+    "field; counts may be typed as 15T, 300B or 16,384. A pinned degree is priced against the planner's own pick, with the reason it loses. Under "
     "the plan, copy it as Megatron-LM arguments or a torchtitan config; at the bottom, the planner is checked "
     "against published runs."
 )
@@ -29,9 +32,11 @@ TRIES = (
 )
 
 AUTO, PRESET = "auto", "preset"
-MODEL_FIELDS = (("layers", "layers", 1024), ("hidden", "hidden", 131072), ("heads", "heads", 1024),
-                ("kv_heads", "kv_heads", 1024), ("ffn", "ffn", 524288), ("vocab", "vocab", 2_000_000),
-                ("seq", "seq_len", 1_048_576), ("experts", "experts", 1024), ("expert_ffn", "expert_ffn", 524288))
+# (control key, Transformer field): each typed field's range is the planner's (limits.LIMITS,
+# shared with the command line); empty (0 in the state) keeps the preset's value
+MODEL_FIELDS = (("layers", "layers"), ("hidden", "hidden"), ("heads", "heads"), ("kv_heads", "kv_heads"),
+                ("ffn", "ffn"), ("vocab", "vocab"), ("seq", "seq_len"), ("experts", "experts"),
+                ("expert_ffn", "expert_ffn"))
 MODEL_LABELS = {"layers": "Layers", "hidden": "Hidden size", "heads": "Attention heads", "kv_heads": "KV heads",
                 "ffn": "FFN size", "vocab": "Vocabulary", "seq": "Sequence length", "experts": "Experts",
                 "expert_ffn": "Expert FFN size"}
@@ -50,56 +55,83 @@ PLAN_LABELS = {"tp": "Tensor parallel tp", "pp": "Pipeline stages pp", "cp": "Co
 LINKS = tuple((key, link.name) for key, link in hardware.LINKS.items())
 FRAMEWORKS = validation.FRAMEWORK_NAMES
 
+
+def _typed(key, label, limit, default, blank=None, **options):
+    """A typed field over the planner's range for that input (``limits.LIMITS``)."""
+    bound = LIMITS[limit]
+    return Number(key, label, bound.low, bound.high, default, unit=bound.unit if bound.unit != "tokens" else "",
+                  integer=bound.integer, blank=blank, blank_text="the preset's value" if blank is not None else "",
+                  **options)
+
+
 CONTROLS = (
     Select("model", "Model", tuple((k, p.label) for k, p in planner.MODELS.items()), default="gpt3-175b"),
-    *(Number(key, MODEL_LABELS[key], 0, top, 0, integer=True, samples=(2, 96), blank=0)
-      for key, _, top in MODEL_FIELDS),
+    *(_typed(key, MODEL_LABELS[key], field, 0, blank=0, samples=(2, 96)) for key, field in MODEL_FIELDS),
     *(Select(key, key.replace("_", " "), options, default=PRESET) for key, _, options in MODEL_CHOICES),
     Select("cluster", "Nodes", tuple((k, p.label) for k, p in planner.CLUSTERS.items()), default="dgx-a100-80gb"),
-    Number("gpus", "GPUs", 1, 131072, 1024, integer=True, samples=(8, 64, 16384)),
+    _typed("gpus", "GPUs", "gpus", 1024, samples=(8, 64, 16384)),
     Select("gpu", "GPU", ((PRESET, "preset"),) + tuple((k, g.name) for k, g in hardware.GPUS.items()), default=PRESET),
     Select("per_node", "GPUs per node", ((PRESET, "preset"),) + tuple((n, str(n)) for n in (1, 2, 4, 8, 16, 32, 72)),
            default=PRESET),
     Select("intra", "Link in a node", ((PRESET, "preset"),) + LINKS, default=PRESET),
     Select("inter", "Network link", ((PRESET, "preset"),) + LINKS, default=PRESET),
-    Number("nic_gbps", "Network per GPU", 0, 10000, 0, unit="Gb/s", samples=(100, 400), blank=0),
-    Number("margin_gb", "Memory margin per GPU", 0, 64, 4, unit="GB", samples=(0, 8)),
+    _typed("nic_gbps", "Network per GPU", "inter_gbps", 0, blank=0, samples=(100, 400)),
+    _typed("margin_gb", "Memory margin per GPU", "memory_margin_gb", 4, samples=(0, 8)),
     Select("framework", "Framework", tuple(FRAMEWORKS.items()), default="megatron"),
-    Number("batch", "Global batch", 1, 1_000_000, 1536, unit="sequences", integer=True, samples=(16, 2048)),
-    Number("tokens", "Tokens to train", 1e6, 1e15, 300e9, samples=(15.6e12,)),
+    _typed("batch", "Global batch", "global_batch", 1536, samples=(16, 2048)),
+    _typed("tokens", "Tokens to train", "tokens", 300e9, samples=(15.6e12,)),
     *(Select(key, PLAN_LABELS[key], ((AUTO, "auto"),) + tuple((v, str(v)) for v in values), default=AUTO)
       for key, values in PLAN_CHOICES),
 )
 
-# On a phone the presets stay in view; the rest, a step each, one tap away (figure.html).
-PRIMARY = ("model", "cluster")
+# On a phone the model and the GPU count stay in view; the pins fold on their own, the rest
+# (node type included) under "More controls", in a bar capped at 40% of the screen that ends
+# in Done (figure.html, issue 43).
+PRIMARY = ("model", "gpus")
 READOUTS_FIRST = True  # the estimate and its bands under the drawing, not under the reasoning and launch blocks
 GROUPS = (
-    ("Model", tuple(key for key, _, _ in MODEL_FIELDS) + tuple(key for key, _, _ in MODEL_CHOICES)),
-    ("Cluster", ("gpus", "gpu", "per_node", "intra", "inter", "nic_gbps", "margin_gb")),
+    ("Model", tuple(key for key, _ in MODEL_FIELDS) + tuple(key for key, _, _ in MODEL_CHOICES)),
+    ("Cluster", ("cluster", "gpu", "per_node", "intra", "inter", "nic_gbps", "margin_gb")),
     ("Training", ("framework", "batch", "tokens")),
     ("Pin the plan", tuple(key for key, _ in PLAN_CHOICES)),
 )
-# A planner message names the input it is about first ("tp=16 does not divide ..."): the
-# control that input comes from, where the page shows the message.
-FIELD_CONTROLS = {**{field: key for key, field, _ in MODEL_FIELDS}, **{field: key for key, field, _ in MODEL_CHOICES},
+FOLDS = ("Pin the plan",)
+# A planner message names the inputs it is about ("tp=16 does not divide kv_heads=8"): the
+# control each comes from, where the page shows the message (_field_errors).
+FIELD_CONTROLS = {**{field: key for key, field in MODEL_FIELDS}, **{field: key for key, field, _ in MODEL_CHOICES},
                   **{key: key for key, _ in PLAN_CHOICES}, "gpus": "gpus", "gpus_per_node": "per_node",
+                  "framework": "framework",
                   "memory_margin_bytes": "margin_gb", "global_batch": "batch", "inter_bytes_per_s": "nic_gbps"}
+
+
+FIGURE_DEFAULTS = {c.key: c.default for c in CONTROLS}
+_LABELS = {c.key: c.label[0].upper() + c.label[1:] for c in CONTROLS}
 
 
 def hints(state):
     """What each empty field stands for: the preset model's value, the network link's rate."""
     model = planner.MODELS[state["model"]].model
-    shown = {key: f"{getattr(model, field):,}" for key, field, _ in MODEL_FIELDS}
+    shown = {key: f"{getattr(model, field):,}" for key, field in MODEL_FIELDS}
     link = state["inter"] if state["inter"] != PRESET else planner.CLUSTERS[state["cluster"]].inter
     shown["nic_gbps"] = f"{hardware.LINKS[link].bandwidth_bytes_per_s * 8 / 1e9:g}" if link else ""
     return shown
 
 
-def _field_errors(message):
-    """``{control key: message}`` for a planner message about one input, else empty."""
-    name = message.split("=", 1)[0] if "=" in message.split(" ", 1)[0] else ""
-    return {FIELD_CONTROLS[name]: message} if name in FIELD_CONTROLS else {}
+def _field_errors(message, state):
+    """Where the page shows a planner message, once: ``{control key: message}``, else empty.
+    The message names the inputs it is about ("tp=16 does not divide kv_heads=8"); it goes
+    next to the one the reader set (not left at its preset, auto or default): the field
+    they changed, the message naming the other. Where several were set, the key lists
+    them ("tp kv_heads") and the page picks the one the reader touched last; where none
+    was (a node type whose nodes do not divide the GPUs), the first named."""
+    # "tp=16", and the inputs some messages name in words: "of 1024 GPUs", "the interleaved schedule"
+    found = re.findall(r"\b([a-z_]+)=|\b\d+ (GPUs)\b|\binterleaved (schedule)\b", message)
+    names = (name or ("gpus" if gpus else schedule) for name, gpus, schedule in found)
+    named = list(dict.fromkeys(FIELD_CONTROLS[name] for name in names if name in FIELD_CONTROLS))
+    if not named:
+        return {}
+    set_by_reader = [key for key in named if state[key] != FIGURE_DEFAULTS[key]]
+    return {" ".join(set_by_reader) if set_by_reader else named[0]: message}
 
 
 MEMORY_COLOURS = {"params": "params", "grads": "grads", "optimizer": "optimizer", "activations": "activations",
@@ -112,7 +144,7 @@ WIDTH, BAR, PAD, CHAR = 400, 26, 4, 8.2  # CHAR: width of one 14.5-unit label ch
 
 def _inputs(state):
     """(model, cluster, fixed plan fields) the state describes; ValueError says what is wrong."""
-    changes = {field: state[key] for key, field, _ in MODEL_FIELDS if state[key]}
+    changes = {field: state[key] for key, field in MODEL_FIELDS if state[key]}
     for key, field, _ in MODEL_CHOICES:
         if state[key] != PRESET:
             changes[field] = {"on": True, "off": False}.get(state[key], state[key])
@@ -291,23 +323,30 @@ def _bands(e, band, verdict, days):
     }
 
 
+def _no_plan(message, state):
+    """The view when the inputs cannot be met. The message is shown once: next to the field
+    it is about (the drawing names that field), or, about no field, in the drawing."""
+    errors = _field_errors(message, state)
+    fields = [key for keys in errors for key in keys.split()]
+    said = (f"See {' or '.join(_LABELS[key] for key in fields)}, marked in the controls." if errors else message)
+    lines = textwrap.wrap(said, 42)[:4]
+    inputs = ", ".join(f"{c.key}={state[c.key]}" for c in CONTROLS)  # every input: a change always shows
+    drawing = svg.document(WIDTH, 28 + 20 * len(lines),
+                           [svg.group([svg.text(PAD, 20, "No plan for these inputs.", class_="svg-label"),
+                                       svg.texts(((PAD, 40 + 20 * i, line) for i, line in enumerate(lines)),
+                                                 class_="svg-label-soft")], class_=svg.KEY)],
+                           label=f"No plan for {inputs}: {message}", class_="svg-compact")
+    return View(svg=drawing, readouts=(Readout("plan", "plan", "none", "none"),), alt=f"No plan is drawn: {message}",
+                field_errors=errors, html=_validation_tables())
+
+
 def render(state):
     try:
         model, cluster, fixed = _inputs(state)
         found = _search(model, cluster, state["batch"], _searched(state, ()))
         pinned = _search(model, cluster, state["batch"], _searched(state, fixed)) if fixed else found
     except ValueError as error:
-        message = str(error)
-        inputs = ", ".join(f"{c.key}={state[c.key]}" for c in CONTROLS)  # every input: a change always shows
-        lines = textwrap.wrap(message, 42)[:4]
-        drawing = svg.document(WIDTH, 28 + 20 * len(lines),
-                               [svg.group([svg.text(PAD, 20, "No plan for these inputs:", class_="svg-label"),
-                                           svg.texts(((PAD, 40 + 20 * i, line) for i, line in enumerate(lines)),
-                                                     class_="svg-label-soft")], class_=svg.KEY)],
-                               label=f"No plan for {inputs}: {message}", class_="svg-compact")
-        return View(svg=drawing, readouts=(Readout("plan", "plan", "none", "none"),), note=message,
-                    alt=f"No plan is drawn: {message}", field_errors=_field_errors(message),
-                    html=html.join(html.heading("No plan"), html.paragraph(message), _validation_tables()))
+        return _no_plan(str(error), state)
     best = found.candidates[0] if found.candidates else None
     shown = pinned.candidates[0] if pinned.candidates else pinned.smallest
     e = shown.estimate
@@ -327,7 +366,7 @@ def render(state):
     changed = ", ".join(f"{c.key}={c.display(state[c.key]) if isinstance(c, Number) else state[c.key]}"
                         for c in CONTROLS[1:] if c.key not in ("cluster", "gpus", "batch", "tokens")
                         and state[c.key] != c.default)
-    preset = state["model"] if not any(state[k] for k, _, _ in MODEL_FIELDS) else None
+    preset = state["model"] if not any(state[k] for k, _ in MODEL_FIELDS) else None
     readouts = (
         Readout("plan", "plan", shown.plan.label(), shown.plan.label().replace(" ", "-")),
         Readout("step_time_s", "step time", ranges["step_time_s"], e.step_time_s),

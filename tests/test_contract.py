@@ -13,7 +13,7 @@ def test_a_number_field_reads_what_a_reader_types():
 
 @pytest.mark.parametrize("text, message", [
     ("", "GPUs: enter a number"), ("abc", "GPUs: 'abc' is not a number"), ("0", "GPUs: at least 1"),
-    ("1e30", "GPUs: at most 16384"), ("2.5", "GPUs: a whole number"), ("nan", "GPUs: enter a finite number"),
+    ("1e30", "GPUs: at most 16,384"), ("2.5", "GPUs: a whole number"), ("nan", "GPUs: enter a finite number"),
     ("inf", "GPUs: enter a finite number"), (True, "GPUs: enter a number"),
 ])
 def test_a_number_field_says_what_is_wrong(text, message):
@@ -21,6 +21,20 @@ def test_a_number_field_says_what_is_wrong(text, message):
     with pytest.raises(ValueError) as error:
         gpus.coerce(text)
     assert str(error.value) == message
+
+
+def test_a_fields_empty_value_is_read_only_from_an_empty_field_or_a_state():
+    """Issue 42: the lab's empty field (0 in the state: the preset) lies outside its range;
+    typed, 0 is refused with what an empty field would do, as any value out of range."""
+    layers = Number("layers", "Layers", min=1, max=1024, default=0, integer=True, blank=0, blank_text="the preset's value")
+    assert layers.coerce("") == 0 and layers.coerce("  ") == 0 and layers.coerce(0) == 0 and layers.display(0) == ""
+    for typed in ("0", "-0", "0.0", "-5"):
+        with pytest.raises(ValueError) as error:
+            layers.coerce(typed)
+        assert str(error.value) == "Layers: at least 1 (empty: the preset's value)"
+    assert layers.coerce("96") == 96 and 0 in layers.values
+    with pytest.raises(ValueError):
+        Number("layers", "Layers", min=1, max=1024, default=0)  # a default out of range must be the empty value
 
 
 def _figure(constrain=None):

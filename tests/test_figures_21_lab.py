@@ -10,6 +10,7 @@ from html import unescape
 import pytest
 
 from figures import fig21_planner_lab, registry
+from figures.contract import Number, decode_fragment, encode_state
 from models import planner
 from models.planner import validation
 from tests.figure_views import SVG, readouts
@@ -105,7 +106,7 @@ def test_an_input_that_cannot_be_met_is_said_next_to_its_field():
     lab = registry()[21]
     shown = lab.render(lab.validate_state({"model": "llama3-8b", "tp": 16}))
     assert shown.field_errors == {"tp": "tp=16 does not divide kv_heads=8"}
-    assert "No plan for these inputs" in shown.svg and "does not divide" in shown.svg
+    assert "No plan for these inputs" in shown.svg and "Tensor parallel tp" in shown.svg
     assert lab.render(lab.validate_state({"model": "llama3-8b", "pp": 64})).field_errors.keys() == {"pp"}
     assert lab.render(lab.validate_state({"batch": 7})).field_errors.keys() == {"batch"}
     assert lab.render(lab.default_state()).field_errors == {}
@@ -160,13 +161,12 @@ def test_a_plan_that_does_not_fit_is_drawn_over_the_line_with_its_reasons():
 
 def test_bad_input_is_named_and_the_figure_still_renders():
     v = view(heads=7)
-    assert "heads=7 does not divide hidden=12288" in v.note
+    assert v.field_errors == {"heads": "heads=7 does not divide hidden=12288"}
     assert readouts(v)["plan"].value == "none" and "Validation" in v.html
     state, errors = FIGURE.check_state({**DEFAULT, "gpus": "eight", "batch": "-3"})
     assert state["gpus"] == DEFAULT["gpus"] and "GPUs" in errors["gpus"] and "at least 1" in errors["batch"]
-    v = view(gpus=12)
-    assert v.note.startswith("gpus=12 must be a multiple of gpus_per_node=8")
-    assert view(batch=7).note.startswith("global_batch=7")
+    assert view(gpus=12).field_errors["gpus"].startswith("gpus=12 must be a multiple of gpus_per_node=8")
+    assert view(batch=7).field_errors["batch"].startswith("global_batch=7")
 
 
 def test_field_overrides_change_the_model():
@@ -220,4 +220,156 @@ def test_the_lab_is_prepared_ahead_in_slices_keeping_the_readers_pair(monkeypatc
     unbuilt, unpinned = ({**DEFAULT, "hidden": 1000}, {**DEFAULT, "layers": 7, "pp": 8})
     assert list(FIGURE.prepare(FIGURE.validate_state(unbuilt))) == []
     list(FIGURE.prepare(FIGURE.validate_state(unpinned)))
-    assert "hidden" in view(hidden=1000).note and "pp=8" in view(layers=7, pp=8).note
+    assert "hidden" in view(hidden=1000).field_errors["hidden"]
+    assert "pp=8" in view(layers=7, pp=8).field_errors["pp layers"]
+
+
+# ---- issue 42.5 and 43.2: hostile input, each refused once, next to its field --------------
+
+PRESET = " (empty: the preset's value)"
+# (what the reader types, {field: the message beside it}): the figure keeps its last good
+# state meanwhile. `0` in a field whose empty value is the preset is refused, not the preset.
+HOSTILE_TYPED = [
+    *(({key: "0"}, {key: f"{FIGURE.control(key).label}: at least 1{PRESET}"})
+      for key in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "experts", "expert_ffn")),
+    ({"nic_gbps": "0"}, {"nic_gbps": f"Network per GPU: at least 1 Gb/s{PRESET}"}),
+    ({"nic_gbps": "1e-320"}, {"nic_gbps": f"Network per GPU: at least 1 Gb/s{PRESET}"}),
+    ({"nic_gbps": "0.5"}, {"nic_gbps": f"Network per GPU: at least 1 Gb/s{PRESET}"}),
+    ({"nic_gbps": "1e300"}, {"nic_gbps": f"Network per GPU: at most 10,000 Gb/s{PRESET}"}),
+    ({"nic_gbps": "-400"}, {"nic_gbps": f"Network per GPU: at least 1 Gb/s{PRESET}"}),
+    ({"layers": "-0"}, {"layers": f"Layers: at least 1{PRESET}"}),
+    ({"layers": "-96"}, {"layers": f"Layers: at least 1{PRESET}"}),
+    ({"layers": "1025"}, {"layers": f"Layers: at most 1,024{PRESET}"}),
+    ({"layers": "2.5"}, {"layers": "Layers: a whole number"}),
+    ({"layers": "nan"}, {"layers": "Layers: enter a finite number"}),
+    ({"layers": "inf"}, {"layers": "Layers: enter a finite number"}),
+    ({"layers": "1e400"}, {"layers": "Layers: enter a finite number"}),
+    ({"layers": "ninety-six"}, {"layers": "Layers: 'ninety-six' is not a number"}),
+    ({"layers": "<script>"}, {"layers": "Layers: '<script>' is not a number"}),
+    ({"hidden": "0x3000"}, {"hidden": "Hidden size: '0x3000' is not a number"}),
+    ({"seq": "1e12"}, {"seq": f"Sequence length: at most 1,048,576{PRESET}"}),
+    ({"seq": "2M"}, {"seq": f"Sequence length: at most 1,048,576{PRESET}"}),
+    ({"vocab": "3M"}, {"vocab": f"Vocabulary: at most 2M{PRESET}"}),
+    ({"experts": "4096"}, {"experts": f"Experts: at most 1,024{PRESET}"}),
+    ({"gpus": "0"}, {"gpus": "GPUs: at least 1"}),
+    ({"gpus": ""}, {"gpus": "GPUs: enter a number"}),
+    ({"gpus": "1e9"}, {"gpus": "GPUs: at most 131,072"}),
+    ({"gpus": "eight"}, {"gpus": "GPUs: 'eight' is not a number"}),
+    ({"gpus": "1024.5"}, {"gpus": "GPUs: a whole number"}),
+    ({"batch": "0"}, {"batch": "Global batch: at least 1 sequence"}),
+    ({"batch": "-3"}, {"batch": "Global batch: at least 1 sequence"}),
+    ({"batch": "1e7"}, {"batch": "Global batch: at most 1M sequences"}),
+    ({"tokens": "0"}, {"tokens": "Tokens to train: at least 1M"}),
+    ({"tokens": "1e16"}, {"tokens": "Tokens to train: at most 1000T"}),
+    ({"tokens": "-15T"}, {"tokens": "Tokens to train: at least 1M"}),
+    ({"margin_gb": "-1"}, {"margin_gb": "Memory margin per GPU: at least 0 GB"}),
+    ({"margin_gb": "1e308"}, {"margin_gb": "Memory margin per GPU: at most 64 GB"}),
+    ({"layers": "0", "gpus": "0"}, {"layers": f"Layers: at least 1{PRESET}", "gpus": "GPUs: at least 1"}),
+]
+
+
+@pytest.mark.parametrize("typed,expected", HOSTILE_TYPED, ids=lambda x: str(x)[:40])
+def test_hostile_typed_values_are_refused_next_to_their_field(typed, expected):
+    good = FIGURE.validate_state({**DEFAULT, "model": "llama3-8b", "layers": 48})
+    state, errors = FIGURE.check_state(typed, fallback=good)
+    assert errors == expected
+    assert state == good  # the last good state stays (the page dims it: browser test)
+
+
+def test_an_empty_field_is_the_preset_and_old_links_still_restore():
+    """Empty stays 0 in the state (state keys and values unchanged): a link made before
+    issue 42 (which never wrote an empty field, and could not hold 0 typed) restores as it
+    did; a hand-written ``layers=0`` falls back to the preset, as every unreadable link
+    value falls back to its default."""
+    for key in ("layers", "seq", "nic_gbps"):
+        assert FIGURE.check_state({key: ""}) == ({**DEFAULT, key: 0}, {})
+        assert FIGURE.validate_state({key: 0})[key] == 0  # a state's own empty field (JSON from the page)
+    assert encode_state(FIGURE, DEFAULT) == "fig-21"
+    for fragment, expected in (("fig-21:layers=0,nic_gbps=0", {}), ("fig-21:layers=48,seq=4096", {"layers": 48, "seq": 4096}),
+                               ("fig-21:model=llama3-8b,tp=2,gpus=64", {"model": "llama3-8b", "tp": 2, "gpus": 64})):
+        _, values = decode_fragment(fragment)
+        assert FIGURE.validate_state(values) == {**DEFAULT, **expected}, fragment
+    assert readouts(view(layers=0))["plan"].text == readouts(view())["plan"].text  # empty: GPT-3's 96 layers
+
+
+def test_the_labs_ranges_are_the_planners_one_table():
+    from models.planner.limits import LIMITS
+    for key, field in fig21_planner_lab.MODEL_FIELDS + (("gpus", "gpus"), ("nic_gbps", "inter_gbps"),
+                                                        ("batch", "global_batch"), ("tokens", "tokens"),
+                                                        ("margin_gb", "memory_margin_gb")):
+        control = FIGURE.control(key)
+        assert (control.min, control.max) == (LIMITS[field].low, LIMITS[field].high), key
+
+
+# (state, the field the message goes by, the message): the field the reader set, naming the other
+UNMET = [
+    ({"hidden": 1000}, "hidden", "heads=96 does not divide hidden=1000"),
+    ({"heads": 7}, "heads", "heads=7 does not divide hidden=12288"),
+    ({"kv_heads": 1024}, "kv_heads", "kv_heads=1024 does not divide heads=96"),
+    ({"model": "llama3-8b", "tp": 16}, "tp", "tp=16 does not divide kv_heads=8"),
+    ({"gpus": 12}, "gpus", "gpus=12 must be a multiple of gpus_per_node=8 (whole nodes)"),
+    ({"per_node": 72}, "per_node", "gpus=1024 must be a multiple of gpus_per_node=72 (whole nodes)"),
+    ({"layers": 7, "pp": 8}, "pp layers", "pp=8 must be <= layers=7 (a pipeline rank needs a layer)"),
+    ({"top_k": 2}, "top_k", "top_k=2 must be <= experts=1"),
+    ({"schedule": "interleaved", "virtual_stages": 1}, "virtual_stages schedule",
+     "virtual_stages=1: the interleaved schedule needs at least 2 model chunks per pipeline rank"),
+    ({"gpus": 131072, "layers": 1, "ep": 64}, "gpus",
+     "global_batch=1536: no layout of 131072 GPUs divides it into data-parallel replicas with framework=megatron."),
+    ({"ep": 4}, "ep", "ep=4 needs a mixture-of-experts model (experts > 1)"),
+    ({"cluster": "dgx-a100-40gb", "margin_gb": 41}, "margin_gb",
+     "memory_margin_bytes=38.1842 GiB leaves nothing of the 40 GiB on a NVIDIA A100 40GB SXM"),
+]
+
+
+@pytest.mark.parametrize("changes,field,message", UNMET, ids=lambda x: str(x)[:30])
+def test_an_input_that_cannot_be_met_is_said_once_by_the_field_the_reader_set(changes, field, message):
+    v = view(**changes)
+    assert v.field_errors == {field: message}
+    assert readouts(v)["plan"].value == "none"
+    # once: not again in the note, the drawing or the HTML block (issue 43: "the same error four times")
+    drawn = " ".join(t.text for t in ET.fromstring(v.svg).iter(f"{SVG}text"))
+    assert v.note == "" and message not in drawn
+    assert message not in unescape(v.html) and "No plan" not in v.html
+    labels = [FIGURE.control(key).label for key in field.split()]
+    assert drawn.startswith("No plan for these inputs.") and all(label[1:] in drawn for label in labels), drawn
+    assert message in v.alt  # the text alternative says it in full
+
+
+def test_extreme_inputs_never_show_internal_text():
+    """Every typed field at each end of its range, alone and three at a time with menus
+    at random: a state with no plan always says why by a field, in the planner's words
+    about its inputs (never a float overflow or a byte count)."""
+    import random
+    rng = random.Random(42)
+    numbers = [c for c in FIGURE.controls if isinstance(c, Number)]
+    menus = [c for c in FIGURE.controls if not isinstance(c, Number)]
+    states = [{c.key: end} for c in numbers for end in (c.min, c.max)]
+    for _ in range(120):
+        state = {c.key: rng.choice((c.min, c.max)) for c in rng.sample(numbers, 3)}
+        state.update({c.key: rng.choice(c.values) for c in rng.sample(menus, 2)})
+        states.append(state)
+    for changes in states:
+        v = view(**changes)
+        text = " ".join((v.note, v.alt, " ".join(v.field_errors.values())))
+        assert not re.search(r"overflow|nbytes|bytes_per_s|Traceback|nan\b|inf\b", text), (changes, text)
+        if readouts(v)["plan"].value == "none":
+            assert v.field_errors, (changes, v.alt)
+
+
+def test_zero_sharding_names_dp_times_cp():
+    """Issue 43: "ZeRO-1 over 32 ranks" beside dp=16 (it shards over dp × cp) said nothing of cp."""
+    state = {"model": "llama3-405b", "cluster": "dgx-h100", "gpus": 16384, "batch": 2048}
+    v = view(**state)
+    plan = planner.search(planner.model_preset("llama3-405b"), planner.cluster_preset("dgx-h100", 16384), 2048,
+                          top=1).candidates[0].plan
+    assert plan.cp > 1
+    assert (f"over the dp \u00d7 cp = {plan.dp} \u00d7 {plan.cp} = {plan.dp * plan.cp} data- and context-parallel "
+            "ranks") in unescape(v.html)
+    assert "over the 32 data-parallel ranks" in unescape(view().html)  # no cp: dp alone
+
+
+def test_the_prose_and_note_say_what_an_empty_field_and_a_zero_do():
+    from pathlib import Path
+    prose = (Path(__file__).parents[1] / "site/content/21-planner.md").read_text()
+    for text in (prose, fig21_planner_lab.NOTE):
+        assert "0, or" not in text and "empty field" in text

@@ -70,10 +70,17 @@ def _ladder(model, cluster, plan, estimate, considered, fitting, by_axis):
             f"\u2192 bubble {fmt.duration(t['bubble'])} ({fmt.percent(estimate.bubble_fraction)} of the step)" + end("pp"))
     else:
         lines.append("No pipeline parallelism: no bubble, no point-to-point sends.")
-    shard = plan.dp * plan.cp
+    # ZeRO shards over every data and context rank (Megatron-Core's data-parallel group with
+    # context parallelism is dp x cp); HSDP, inside groups of shard_group of them
+    if plan.shard_group:
+        over = f"inside groups of {plan.shard_group} of the {plan.dp * plan.cp} data-parallel ranks"
+    elif plan.cp > 1:
+        over = f"over the dp \u00d7 cp = {plan.dp} \u00d7 {plan.cp} = {plan.dp * plan.cp} data- and context-parallel ranks"
+    else:
+        over = f"over the {plan.dp} data-parallel ranks"
     lines.append(
         f"Data parallelism dp={plan.dp}: {plan.global_batch // plan.dp} sequences per replica; "
-        f"{memory.STAGE_LABELS[plan.zero]} over {shard} ranks leaves {fmt.gigabytes(estimate.model_state_bytes)} of model "
+        f"{memory.STAGE_LABELS[plan.zero]} {over} leaves {fmt.gigabytes(estimate.model_state_bytes)} of model "
         f"states per GPU; " + (f"{fmt.duration(t['dp_comm'])} of its communication is not hidden by the backward pass."
                                if t["dp_comm"] > 0 else "its communication hides behind compute."))
     if plan.cp > 1:

@@ -510,7 +510,7 @@ setTimeout(function (ownScript) {
         node.addEventListener("click", function () { self.seq += 1; self.queue.push({ press: key }); self.request(); });
         return;
       }
-      node.addEventListener("input", function () { self.moved(); });
+      node.addEventListener("input", function () { self.lastEdited = key; self.moved(); });
       node.addEventListener("change", function () {
         self.rememberUrl = true;
         if (node.dataset.drives) self.play(node);
@@ -663,6 +663,7 @@ setTimeout(function (ownScript) {
     }
     const element = this.element;
     this.showFieldErrors(Object.assign({}, answer.view && answer.view.fieldErrors, answer.errors));
+    this.markStale(!answer.error && Object.keys(answer.errors || {}).length > 0);
     if (answer.error) {
       element.dataset.state = "error";
       const box = element.querySelector('[data-role="error"]');
@@ -722,6 +723,7 @@ setTimeout(function (ownScript) {
 
   LiveFigure.prototype.showFieldErrors = function (errors) {
     const self = this;
+    errors = this.placeFieldErrors(errors);
     this.element.querySelectorAll('[data-role="field-error"]').forEach(function (node) {
       const message = errors[node.dataset.for] || "";
       if (node.textContent === message) return;
@@ -730,6 +732,32 @@ setTimeout(function (ownScript) {
       const field = self.element.querySelector('[data-control="' + node.dataset.for + '"]');
       if (field) field.setAttribute("aria-invalid", message ? "true" : "false");
     });
+  };
+
+  // ---------------------------------------------------------------------------
+  // Typed fields (the planner lab, issues 42-43): where a message about several fields
+  // goes, and a view left from before a typing error
+
+  // A message about several fields comes keyed by all of them ("tp kv_heads", each one the
+  // reader set: figures/contract.py View.field_errors); it is shown once, by the field the
+  // reader touched last, else by the first.
+  LiveFigure.prototype.placeFieldErrors = function (errors) {
+    const placed = {}, last = this.lastEdited;
+    Object.keys(errors).forEach(function (keys) {
+      const among = keys.split(" ");
+      placed[among.indexOf(last) >= 0 ? last : among[0]] = errors[keys];
+    });
+    return placed;
+  };
+
+  // A field that cannot be read keeps the figure at its last good state: what is drawn is
+  // then not what the fields say. It is dimmed and labelled so until the field reads again.
+  LiveFigure.prototype.markStale = function (stale) {
+    const element = this.element;
+    if (element.hasAttribute("data-stale") === stale) return;
+    element.toggleAttribute("data-stale", stale);
+    const label = element.querySelector('[data-role="stale"]');
+    if (label) label.hidden = !stale;
   };
 
   LiveFigure.prototype.live = function () {
@@ -924,6 +952,16 @@ setTimeout(function (ownScript) {
       button.dataset.copied = "";
       setTimeout(() => delete button.dataset.copied, 1500);
     }, function () {});
+  });
+
+  // The planner lab's bar on a phone (figure.html FOLDS): Done folds what is open in it, and
+  // the result under the bar has the screen again.
+  document.addEventListener("click", function (event) {
+    const done = event.target.closest && event.target.closest('[data-role="controls-done"]');
+    if (!done) return;
+    const form = done.closest('[data-role="controls"]');
+    form.querySelectorAll("details[open]").forEach(function (fold) { fold.open = false; });
+    form.scrollTop = 0;
   });
 
   // Section anchors double as copy-link buttons: the link still navigates, and its URL

@@ -55,8 +55,8 @@ def test_model_cluster_and_workload_controls_reprice_the_plan(session):
     page = session.page
     state = state_of(page)
     for key, value in (("model", "llama3-8b"), ("cluster", "dgx-h100"), ("gpus", 64), ("batch", 256),
-                       ("seq", 4096), ("tokens", 1e12), ("layers", 48), ("gated", "off"), ("layers", 0),
-                       ("gated", "preset"), ("seq", 0), ("pp", 2), ("schedule", "gpipe"), ("sequence_parallel", "off")):
+                       ("seq", 4096), ("tokens", 1e12), ("layers", 48), ("gated", "off"), ("layers", ""),
+                       ("gated", "preset"), ("seq", ""), ("pp", 2), ("schedule", "gpipe"), ("sequence_parallel", "off")):
         move_and_check(page, FIGURE, state, key, value)
 
 
@@ -64,7 +64,7 @@ def test_a_plan_that_does_not_fit_is_flagged(session):
     page = session.page
     state = state_of(page)
     for key, value in (("model", "gpt3-175b"), ("cluster", "dgx-a100-80gb"), ("gpus", 1024), ("batch", 1536),
-                       ("seq", 0), ("layers", 0), ("pp", 1), ("schedule", "auto"), ("sequence_parallel", "auto"),
+                       ("seq", ""), ("layers", ""), ("pp", 1), ("schedule", "auto"), ("sequence_parallel", "auto"),
                        ("tp", 8), ("recompute", "none"), ("zero", 0), ("cp", 1), ("microbatch", 1)):
         set_control(page, FIGURE, key, value)
         state[key] = value
@@ -91,13 +91,13 @@ def test_bad_text_stays_next_to_its_field_and_the_figure_keeps_its_plan(session)
     assert page.get_attribute(f"#{ANCHOR} [data-control=gpus]", "aria-invalid") == "false"
 
 
-def test_an_impossible_model_is_named_in_the_note_not_an_error(session):
+def test_an_impossible_model_is_named_by_its_field_not_an_error(session):
     page = session.page
     state = state_of(page)
     move_and_check(page, FIGURE, state, "heads", 7)
-    assert "heads=7 does not divide hidden=12288" in page.text_content(f"#{ANCHOR} [data-role=note]")
+    assert page.text_content(f"#{ANCHOR} [data-role=field-error][data-for=heads]") == "heads=7 does not divide hidden=12288"
     assert page.get_attribute(f"#{ANCHOR}", "data-state") == "live"
-    move_and_check(page, FIGURE, state, "heads", 0)
+    move_and_check(page, FIGURE, state, "heads", "")
 
 
 def test_empty_fields_show_the_presets_values_and_counts_read_as_written(session):
@@ -125,7 +125,7 @@ def test_an_input_that_cannot_be_met_is_said_next_to_its_control(session):
     page.wait_for_function(f"() => document.querySelector('{error}').textContent !== ''")
     assert page.text_content(error) == "tp=16 does not divide kv_heads=8" and page.is_visible(error)
     assert page.get_attribute(f"#{ANCHOR} [data-control=tp]", "aria-invalid") == "true"
-    assert "does not divide" in page.text_content(f"#{ANCHOR} [data-role=view]")  # and in the result
+    assert "Tensor parallel tp" in page.text_content(f"#{ANCHOR} [data-role=view]")  # the result names the field
     set_control(page, FIGURE, "tp", "auto")
     assert page.is_hidden(error)
     set_control(page, FIGURE, "model", "gpt3-175b")
@@ -142,6 +142,18 @@ def test_a_link_restores_a_lab_state(session):
     assert_shows(page, FIGURE, state)
 
 
+def test_a_link_written_with_zero_for_the_preset_still_restores_it(session):
+    """Before issue 42 a typed 0 meant the preset; a link holding it restores the preset
+    (empty fields, no error), not a refused value."""
+    page = session.page
+    follow_link(page, "fig-21:model=llama3-8b,layers=0,nic_gbps=0,gpus=64")
+    state = FIGURE.validate_state({"model": "llama3-8b", "gpus": 64})
+    assert read_state(page, FIGURE) == state
+    assert page.input_value(f"#{ANCHOR} [data-control=layers]") == "" and _visible_errors(page) == []
+    assert_shows(page, FIGURE, state)
+    follow_link(page, ANCHOR)
+
+
 def test_the_exports_copy_to_the_clipboard(session):
     page = session.page
     buttons = page.locator(f"#{ANCHOR} button[data-copy]")
@@ -151,6 +163,64 @@ def test_the_exports_copy_to_the_clipboard(session):
     assert "torchrun --nnodes" in copied and "--tensor-model-parallel-size" in copied
     model, gpus, plan = planner.parse_megatron_args(copied)
     assert plan.label() == readouts(page, ANCHOR)["plan"]["text"]
+
+
+# Typed in the page: a few of tests/test_figures_21_lab.py's hostile inputs (issue 42.5).
+TYPED = [("layers", "0"), ("nic_gbps", "1e-320"), ("seq", "1e12"), ("gpus", "0"), ("tokens", "1e16")]
+
+
+def _visible_errors(page):
+    return page.evaluate("""(a) => [...document.querySelectorAll('#' + a + ' [data-role=field-error]')]
+      .filter(n => !n.hidden && n.textContent).map(n => [n.dataset.for, n.textContent])""", ANCHOR)
+
+
+@pytest.mark.parametrize("key,text", TYPED)
+def test_a_hostile_value_typed_is_refused_by_its_field_and_the_last_plan_is_dimmed(session, key, text):
+    """Issue 42: `0` layers gave the 96-layer plan, 1e-320 Gb/s internal text; issue 43: after
+    a bad GPU count the last plan stayed, looking current. Now: the field's message, the
+    result dimmed and labelled as the last valid one, until the field reads again."""
+    from tests.test_figures_21_lab import HOSTILE_TYPED
+    expected = next(errors for typed, errors in HOSTILE_TYPED if typed == {key: text})
+    page = session.page
+    before = readouts(page, ANCHOR)
+    page.fill(f"#{ANCHOR} [data-control={key}]", text)
+    page.wait_for_function("(a) => document.getElementById(a).hasAttribute('data-stale')", arg=ANCHOR)
+    settle(page, ANCHOR)
+    assert _visible_errors(page) == [[key, expected[key]]]
+    assert page.is_visible(f"#{ANCHOR} [data-role=stale]") and "Last valid result" in page.text_content(f"#{ANCHOR} [data-role=stale]")
+    assert float(page.evaluate(f"getComputedStyle(document.querySelector('#{ANCHOR} [data-role=view]')).opacity")) < 0.6
+    assert readouts(page, ANCHOR) == before
+    set_control(page, FIGURE, key, "" if FIGURE.control(key).blank is not None else FIGURE.control(key).display(FIGURE.default_state()[key]))
+    assert _visible_errors(page) == [] and not page.is_visible(f"#{ANCHOR} [data-role=stale]")
+    assert page.get_attribute(f"#{ANCHOR}", "data-stale") is None
+
+
+def test_one_message_once_by_the_field_last_changed_and_the_menu_whole(session):
+    """Issue 43: one impossible tp showed its message four times (field, drawing, note, HTML)
+    and squeezed the menu to "1"; a message about two fields the reader set goes by the one
+    changed last, naming the other."""
+    page = session.page
+    set_control(page, FIGURE, "tp", 16)
+    set_control(page, FIGURE, "kv_heads", 8)  # GPT-3's 96 heads in 8 groups: tp=16 cannot split them
+    message = "tp=16 does not divide kv_heads=8"
+    assert _visible_errors(page) == [["kv_heads", message]]
+    shown = page.evaluate(f"document.getElementById('{ANCHOR}').innerText")
+    alt = page.text_content(f"#{ANCHOR} [data-role=alt]")  # (visually hidden: the drawing's text alternative)
+    assert shown.count(message) - alt.count(message) == 1, shown
+    assert "KV heads" in page.text_content(f"#{ANCHOR} [data-role=view]")
+    set_control(page, FIGURE, "kv_heads", "")
+    set_control(page, FIGURE, "model", "llama3-8b")
+    set_control(page, FIGURE, "tp", 4)
+    set_control(page, FIGURE, "tp", 16)  # Llama 3 8B: 8 KV heads, the reader changed tp
+    assert _visible_errors(page) == [["tp", message]]
+    widths = page.evaluate("""(a) => { const menu = document.querySelector('#' + a + ' [data-control=tp]');
+      const free = menu.cloneNode(true); free.style.position = 'absolute'; menu.closest('form').append(free);
+      const natural = free.getBoundingClientRect().width; free.remove();
+      return [menu.getBoundingClientRect().width, natural]; }""", ANCHOR)
+    assert widths[0] >= widths[1] - 0.5, widths  # the menu keeps its width beside its message
+    set_control(page, FIGURE, "tp", "auto")
+    set_control(page, FIGURE, "model", "gpt3-175b")
+    assert _visible_errors(page) == []
 
 
 def test_no_errors_after_all_that(session):
