@@ -153,6 +153,12 @@ class Band:
         return value / self.high, value / self.low
 
     @property
+    def reach(self):
+        """The largest error the band allows on either side, as a fraction: how far a
+        published run may sit from the estimate (the lab's "±" figure)."""
+        return max(1 / self.low - 1, 1 - 1 / self.high)
+
+    @property
     def half_width(self):
         """Half the band's width, as a fraction of the estimate (``high - low`` over two)."""
         return (self.high - self.low) / 2
@@ -279,7 +285,7 @@ def _band_from(pool, model_moe, framework, name, multiple=None):
     fast = max(math.expm1(centre + multiple * sd), MIN_BAND)  # the planner this much too fast
     slow = min(math.expm1(centre - multiple * sd), -MIN_BAND)
     sources = len({c.case.source for c in runs})
-    other = {"regime": f"{name} runs",
+    other = {"regime": f"{name} runs the planner was not fitted to",
              "framework": f"{FRAMEWORK_NAMES[framework]} runs on other GPUs (too few {name} runs to check against)",
              "all": f"checking runs of every kind (too few {name} runs to check against)"}[basis]
     text = (f"{len(runs)} published {other}, from {sources} source{'s' if sources > 1 else ''}, widened by how "
@@ -362,11 +368,11 @@ def coverage(name=None):
 
 
 def ties(step_times_s, band):
-    """How many of the leading plans (``step_times_s`` fastest first) the band cannot tell
-    from the fastest: those whose step is within ``band.half_width`` of it. They are
-    equivalent, not ranked."""
+    """How many of the plans (``step_times_s``, fastest first) the band cannot tell from
+    the fastest: those whose step is within ``band.reach`` of it, where the published
+    record says either estimate may be off. They are equivalent, not ranked."""
     best = step_times_s[0]
-    return sum(1 for t in step_times_s if t <= best * (1 + band.half_width))
+    return sum(1 for t in step_times_s if t <= best * (1 + band.reach))
 
 
 def memory_band():
