@@ -286,8 +286,8 @@ def _band_from(pool, model_moe, framework, name, multiple=None):
     slow = min(math.expm1(centre - multiple * sd), -MIN_BAND)
     sources = len({c.case.source for c in runs})
     other = {"regime": f"{name} runs the planner was not fitted to",
-             "framework": f"{FRAMEWORK_NAMES[framework]} runs on other GPUs (too few {name} runs to check against)",
-             "all": f"checking runs of every kind (too few {name} runs to check against)"}[basis]
+             "framework": f"{FRAMEWORK_NAMES[framework]} runs on any GPU (no {name} runs to check against, or too few)",
+             "all": f"checking runs of every kind (no {name} runs to check against, or too few)"}[basis]
     text = (f"{len(runs)} published {other}, from {sources} source{'s' if sources > 1 else ''}, widened by how "
             f"far one source's runs sit from another's")
     return Band(1 / (1 + fast), 1 / (1 + slow), name, text, len(runs), sources)
