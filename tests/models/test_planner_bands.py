@@ -104,3 +104,16 @@ def test_plans_within_the_band_of_the_fastest_are_tied():
     assert validation.ties([10.0, 11.0], _Band(0.10)) == 2  # at the edge: not told apart
     band = validation.Band(0.9, 1.1, "x", "", 0)
     assert band.reach == pytest.approx(1 / 0.9 - 1) and band.half_width == pytest.approx(0.1)
+
+
+def test_a_pinned_plan_within_the_band_of_the_recommended_one_is_called_tied():
+    model, cluster = planner.model_preset("gpt3-175b"), planner.cluster_preset("dgx-a100-80gb", 1024)
+    best = planner.search(model, cluster, 1536, top=5).candidates[0]
+    reach = planner.band(model, cluster, best.plan).reach
+    for fixed in ({"tp": 8}, {"tp": 1}):
+        pinned = planner.search(model, cluster, 1536, top=1, fixed=fixed).candidates[0]
+        reasons = " ".join(planner.explain(model, cluster, pinned.plan, best=(best.plan, best.estimate),
+                                           estimate=pinned.estimate))
+        slower = pinned.estimate.step_time_s / best.estimate.step_time_s - 1
+        assert slower > 0 and "slower than the recommended plan" in reasons
+        assert ("the two are tied" in reasons) == (slower <= reach), (fixed, slower, reach)
