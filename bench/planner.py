@@ -142,7 +142,7 @@ def leave_one_source_out():
         met = c.share >= 0.80
         if target and not met:
             failing.append(name or "overall")
-        print(f"   {name or 'overall':24s} {c.inside:3d}/{c.runs:<3d} inside = {c.share:4.0%}  ({c.sources} sources)  "
+        print(f"   {name or 'overall':24s} {c.inside:3d}/{c.runs:<3d} inside = {c.share:4.0%}  ({c.sources} source{'s' if c.sources > 1 else ''})  "
               f"median half-width {c.median_half_width:5.1%}" + ("" if target else "  (one source: no target)"))
     overall = validation.coverage()
     print("\nTargets (leave-one-source-out)")
@@ -158,7 +158,7 @@ def leave_one_source_out():
             continue
         b = validation.band(example.case.model, example.case.cluster, example.case.plan)
         print(f"     {name:24s} {1 / b.high - 1:+6.1%} .. {1 / b.low - 1:+6.1%}  half-width {b.half_width:5.1%}  "
-              f"({b.checks} runs, {b.sources} sources)")
+              f"({b.checks} runs, {b.sources} source{'s' if b.sources > 1 else ''})")
 
 
 def leaning_by_recomputation(checks):
