@@ -142,7 +142,8 @@ def leave_one_source_out():
         met = c.share >= 0.80
         if target and not met:
             failing.append(name or "overall")
-        print(f"   {name or 'overall':24s} {c.inside:3d}/{c.runs:<3d} inside = {c.share:4.0%}  ({c.sources} source{'s' if c.sources > 1 else ''})  "
+        sources = f"{c.sources} source{'s' if c.sources > 1 else ''}"
+        print(f"   {name or 'overall':24s} {c.inside:3d}/{c.runs:<3d} inside = {c.share:4.0%}  ({sources})  "
               f"median half-width {c.median_half_width:5.1%}" + ("" if target else "  (one source: no target)"))
     overall = validation.coverage()
     print("\nTargets (leave-one-source-out)")
