@@ -168,8 +168,8 @@ class Band:
 #
 # A run's log error ln(1 + error) is modelled as regime offset + source offset + scatter, a
 # one-way random-effects model per regime (Gelman & Hill 2007, Data Analysis Using
-# Regression and Multilevel/Hierarchical Models, Sec. 12.5; DerSimonian & Laird 1986 for the
-# spread of source means): a reader's stack is a new source, so its run sits off the regime's
+# Regression and Multilevel/Hierarchical Models, Sec. 12.5; DerSimonian & Laird 1986,
+# Meta-analysis in clinical trials, for the spread of source means): a reader's stack is a new source, so its run sits off the regime's
 # centre by the spread of source means plus the scatter within one source. Each regime's two
 # variances are shrunk toward the values pooled over every regime (PRIOR_DOF degrees of
 # freedom of prior weight), so a regime with one or two sources takes the typical spread
@@ -242,8 +242,9 @@ def _group(pool, model_moe, framework, name):
 
 def _centre_and_sd(runs, spread):
     """Centre and standard deviation of a new source's log error among ``runs``: the mean
-    of source means, and sqrt(between x (1 + 1/k) + within) with k sources, each variance
-    shrunk toward ``spread`` (Gelman & Hill 2007, Sec. 12.5)."""
+    of the k source means (one per source and regime), and sqrt(between x (1 + 1/k) +
+    within), each variance shrunk toward ``spread`` (Gelman & Hill 2007, Sec. 12.5): the
+    new source's own offset, the uncertainty of the centre, and one run's scatter."""
     cells = list(_cells(runs).values())
     centre, within, within_dof, between, between_dof = _sums(cells)
     within = (PRIOR_DOF * spread.within + within) / (PRIOR_DOF + within_dof)
