@@ -169,14 +169,15 @@ class Band:
 # A run's log error ln(1 + error) is modelled as regime offset + source offset + scatter, a
 # one-way random-effects model per regime (Gelman & Hill 2007, Data Analysis Using
 # Regression and Multilevel/Hierarchical Models, Sec. 12.5; DerSimonian & Laird 1986,
-# Meta-analysis in clinical trials, for the spread of source means): a reader's stack is a new source, so its run sits off the regime's
-# centre by the spread of source means plus the scatter within one source. Each regime's two
-# variances are shrunk toward the values pooled over every regime (PRIOR_DOF degrees of
-# freedom of prior weight), so a regime with one or two sources takes the typical spread
-# between sources rather than none. The band's multiple of that spread is an empirical
-# quantile of leave-one-source-out residuals (the jackknife+ of Barber et al. 2021,
-# Predictive Inference with the Jackknife+, Ann. Statist. 49(1), with a source as the unit
-# left out), so it is measured the way the band is used: on runs from a source it never saw.
+# Meta-analysis in clinical trials, for the spread of source means): a reader's stack is a
+# new source, so its run sits off the regime's centre by the spread of source means plus the
+# scatter within one source. Each regime's two variances are shrunk toward the values pooled
+# over every regime (PRIOR_DOF degrees of freedom of prior weight), so a regime with one or
+# two sources takes the typical spread between sources rather than none. The band's multiple
+# of that spread is an empirical quantile of leave-one-source-out residuals (the jackknife+
+# of Barber et al. 2021, Predictive Inference with the Jackknife+, Ann. Statist. 49(1), with
+# a source as the unit left out), so it is measured the way the band is used: on runs from a
+# source it never saw.
 
 # The share of leave-one-source-out residuals the band's multiple covers.
 COVERAGE_LEVEL = 0.85
