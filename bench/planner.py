@@ -19,7 +19,9 @@ every call builds its own caches (``planner.cost._Context``) and drops them. Pri
 Then the calibration (docs/MODELS.md, "Calibration"): every published run with its role
 (fit / check), regime, published and predicted number and error, the errors per regime,
 and the issue's targets on the checking set (mean <= 8%, largest <= 20%, no run that ran
-said not to fit). ``--refit`` searches the fitted constants again on the fitting set alone
+said not to fit); then each source's runs against the band it would have been shown
+without it (leave-one-source-out coverage, overall and per regime, and the bands'
+median half-width: issue 41's targets). ``--refit`` searches the fitted constants again on the fitting set alone
 (the grids below) and prints what it finds beside the values in models/planner/cost.py.
 
 Not part of the test suite: timings depend on the machine.
@@ -117,6 +119,47 @@ def calibration():
           + "".join(f"; over: {c.case.label} {c.error:+.1%}" for c in over) + ")")
     print(f"   no run that ran predicted 'does not fit': {'met' if not refused else 'NOT met'} "
           f"({len(refused)} refused{': ' + '; '.join(refused) if refused else ''}; {edge} at the edge)")
+    leave_one_source_out()
+
+
+def leave_one_source_out():
+    """Every checking run against the band it would have been shown, built from the other
+    sources' checking runs alone (``validation.leave_one_source_out``), per regime and
+    overall, with the median half-width of those bands and the issue's targets (issue 41:
+    coverage >= 80% overall and in every regime with >= 2 sources, median half-width <= 20%)."""
+    print("\n6. leave-one-source-out: each source's checking runs against the band built without it")
+    for held in sorted(validation.leave_one_source_out(), key=lambda h: (h.check.regime, h.check.case.source)):
+        b = held.band
+        print(f"     {held.check.regime:22s} {held.check.case.source:18s} {held.check.case.label:46s} "
+              f"{held.check.error:+7.1%}  band {1 / b.high - 1:+6.1%} .. {1 / b.low - 1:+6.1%}  "
+              f"{'inside' if held.inside else 'OUTSIDE'}")
+    rows = [(None, validation.coverage())] + [(name, validation.coverage(name)) for name in validation.regimes()]
+    failing = []
+    for name, c in rows:
+        if not c.runs:
+            continue
+        target = name is None or c.sources >= 2
+        met = c.share >= 0.80
+        if target and not met:
+            failing.append(name or "overall")
+        sources = f"{c.sources} source{'s' if c.sources > 1 else ''}"
+        print(f"   {name or 'overall':24s} {c.inside:3d}/{c.runs:<3d} inside = {c.share:4.0%}  ({sources})  "
+              f"median half-width {c.median_half_width:5.1%}" + ("" if target else "  (one source: no target)"))
+    overall = validation.coverage()
+    print("\nTargets (leave-one-source-out)")
+    print(f"   coverage >= 80% overall and in every regime with >= 2 sources: "
+          f"{'met' if not failing else 'NOT met (' + ', '.join(failing) + ')'}")
+    print(f"   median half-width <= 20%: {'met' if overall.median_half_width <= 0.20 else 'NOT met'} "
+          f"({overall.median_half_width:.1%})")
+    print("   the bands the page shows (every checking run; multiple "
+          f"{validation.band_multiple():.2f} standard deviations):")
+    for name in validation.regimes():
+        example = next((c for c in validation.end_to_end(validation.CHECK) if c.regime == name), None)
+        if example is None:
+            continue
+        b = validation.band(example.case.model, example.case.cluster, example.case.plan)
+        print(f"     {name:24s} {1 / b.high - 1:+6.1%} .. {1 / b.low - 1:+6.1%}  half-width {b.half_width:5.1%}  "
+              f"({b.checks} runs, {b.sources} source{'s' if b.sources > 1 else ''})")
 
 
 def leaning_by_recomputation(checks):
@@ -187,7 +230,7 @@ def _fit_errors(values, framework):
 def refit():
     """Each grid in turn, the earlier ones' winners held: the values that minimise the
     largest fitting-set error of that framework (then the mean)."""
-    print("\n6. refit on the fitting set alone")
+    print("\n7. refit on the fitting set alone")
     chosen = {}
     for framework, grid in GRIDS:
         names = list(grid)

@@ -261,12 +261,18 @@ def _alt(plan, e):
             f"Step time {fmt.duration(e.step_time_s)}: {times}.")
 
 
-def _table(candidates, shown, best):
-    rows = [(i + 1, c.plan.label(), fmt.duration(c.estimate.step_time_s), fmt.percent(c.estimate.mfu),
-             fmt.gigabytes(c.estimate.memory_bytes),
+def _table(candidates, shown, best, band):
+    """The fastest plans, fastest first; those the band cannot tell from the fastest
+    (``validation.ties``) share one row label, "tied", instead of a rank."""
+    tied = validation.ties([c.estimate.step_time_s for c in candidates], band) if len(candidates) > 1 else 1
+    rows = [("tied" if tied > 1 and i < tied else i + 1, c.plan.label(), fmt.duration(c.estimate.step_time_s),
+             fmt.percent(c.estimate.mfu), fmt.gigabytes(c.estimate.memory_bytes),
              fmt.percent(c.estimate.step_time_s / best.estimate.step_time_s - 1) if best else "")
             for i, c in enumerate(candidates)]
-    return html.table(("#", "plan", "step", "MFU", "memory per GPU", "slower than best"), rows,
+    caption = (("All" if tied == len(candidates) else f"The first {tied}") + " are tied: their steps differ by "
+               f"less than the \u00b1{fmt.two_significant(band.reach * 100)}% band, so the planner cannot rank "
+               f"them; profile them" if tied > 1 else None)
+    return html.table(("#", "plan", "step", "MFU", "memory per GPU", "slower than best"), rows, caption=caption,
                       label="The five fastest plans that fit",
                       row_classes=["chosen" if c.plan == shown.plan else None for c in candidates])
 
@@ -301,12 +307,28 @@ def _validation_tables():
     rows = [(c.case.label, f"{c.case.published:.3g} GiB", f"{c.predicted:.3g} GiB", f"{c.error:+.1%}") for c in memory]
     blocks.append(html.table(("Korthikanti et al. 2022, Fig. 1", "published", "planner", "error"), rows,
                              caption="Memory per GPU, no constant fitted", numeric=(1, 2, 3)))
+    blocks.append(_held_out_table())
     runs = [c for c in planner.validate() if c.case.end_to_end]
     checking = validation.summarize([c for c in runs if c.case.role != validation.FIT])
+    held = validation.coverage()
     summary = (f"Validation: {len(runs)} published runs ({sum(c.case.role == validation.FIT for c in runs)} fitting, "
                f"{checking.count} checking: mean error {fmt.percent(checking.mean_abs)}, largest "
-               f"{fmt.percent(checking.max_abs)})")
+               f"{fmt.percent(checking.max_abs)}; {fmt.percent(held.share, 0)} inside ranges built without their "
+               f"source)")
     return html.fold(summary, *blocks)
+
+
+def _held_out_table():
+    """Leave-one-source-out, per regime: how many checking runs fell inside the range they
+    would have been shown had their source never been published, and how wide it was."""
+    rows = []
+    for name in (None,) + validation.regimes():
+        c = validation.coverage(name)
+        if c.runs:
+            rows.append((name or "all checking runs", c.sources, f"{c.inside} of {c.runs}", fmt.percent(c.share, 0),
+                         f"\u00b1{fmt.percent(c.median_half_width)}"))
+    return html.table(("regime", "sources", "inside", "share", "median range"), rows, numeric=(1, 2, 3, 4),
+                      caption="Each source's runs against the range built from the other sources' runs alone")
 
 
 def _bands(e, band, verdict, days):
@@ -360,7 +382,8 @@ def render(state):
     days = planner.train_time_s(e, state["tokens"])
     band = planner.band(model, cluster, shown.plan)
     regime = validation.regime_summary(band.regime) if band.checks and band.regime in validation.regimes() else None
-    judged = max(abs(1 / band.low - 1), abs(1 / band.high - 1))
+    judged = band.reach
+    held = validation.coverage()
     verdict = validation.memory_verdict(e.memory_bytes, e.usable_bytes)
     ranges = _bands(e, band, verdict, days)
     changed = ", ".join(f"{c.key}={c.display(state[c.key]) if isinstance(c, Number) else state[c.key]}"
@@ -378,18 +401,22 @@ def render(state):
                 verdict.replace(" ", "-"), "warn" if verdict == "does not fit" else None),
         Readout("validation_error", "band from", f"\u00b1{fmt.two_significant(judged * 100)}%: {band.checks} published "
                 f"runs" + (f" ({band.regime})" if regime else ""), judged),
+        Readout("band_coverage", "such ranges held", f"{fmt.percent(held.share, 0)} of {held.runs} runs from "
+                f"other sources", held.share),
         Readout("settings", "your overrides and pins", changed or "none", changed.replace(" ", "") or "none"),
     )
     blocks = html.join(
         html.heading(heading), html.paragraph(
             f"{shown.plan.label()} on {cluster.gpus:,} \u00d7 {cluster.spec.name}, as {FRAMEWORKS[state['framework']]} "
             f"runs it: {model.layers} layers, hidden {model.hidden}, {model.seq_len}-token sequences, "
-            f"{fmt.si_count(model.params)} parameters. The ranges are where {band.checks} published runs fell against "
-            f"the planner's estimate of them ({band.basis}); memory keeps a {fmt.gigabytes(cluster.memory_margin_bytes)} "
+            f"{fmt.si_count(model.params)} parameters. The ranges come from {band.basis}; "
+            f"built the same way from other sources' runs alone, such a range held {fmt.percent(held.share, 0)} of "
+            f"{held.runs} published runs; memory keeps a {fmt.gigabytes(cluster.memory_margin_bytes)} "
             f"margin below what HBM leaves after the runtime's reserve."),
         html.items(reasons, ordered=True),
         html.heading("The five fastest plans" + (" with your settings" if fixed else "")),
-        _table(pinned.candidates, shown, best) if pinned.candidates else html.paragraph("None fits."),
+        _table(pinned.candidates, shown, best, planner.band(model, cluster, pinned.candidates[0].plan))
+        if pinned.candidates else html.paragraph("None fits."),
         html.heading("Launch it"),
         html.code(planner.megatron_args(model, cluster, shown.plan), label="Megatron-LM arguments"),
         html.code(planner.torchtitan_toml(model, cluster, shown.plan, preset), label="torchtitan TOML"),

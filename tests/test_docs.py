@@ -34,3 +34,18 @@ def test_models_md_states_the_calibration_the_planner_has():
         s = validation.regime_summary(name)
         if s.count:
             assert f"| {name} | {s.count} | {fmt.percent(s.mean_abs)} | {fmt.percent(s.max_abs)} |" in text, name
+
+
+def test_models_md_states_the_leave_one_source_out_coverage_the_planner_has():
+    """The table of bands measured on held-out sources in docs/MODELS.md is
+    validation.coverage()'s, row by row (issue 41)."""
+    from models import fmt
+    from models.planner import validation
+
+    text = (ROOT / "docs/MODELS.md").read_text()
+    for name in (None,) + validation.regimes():
+        c = validation.coverage(name)
+        if c.runs:
+            row = (f"| {name or 'all checking runs'} | {c.sources} | {c.inside} of {c.runs} | "
+                   f"{fmt.percent(c.share, 0)} | ±{fmt.percent(c.median_half_width)} |")
+            assert row in text, row

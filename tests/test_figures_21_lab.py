@@ -373,3 +373,50 @@ def test_the_prose_and_note_say_what_an_empty_field_and_a_zero_do():
     prose = (Path(__file__).parents[1] / "site/content/21-planner.md").read_text()
     for text in (prose, fig21_planner_lab.NOTE):
         assert "0, or" not in text and "empty field" in text
+
+
+def test_the_page_says_what_its_ranges_covered_with_the_models_number():
+    """Issue 41: the lab states the share of published runs from other sources that fell
+    inside ranges built without them, from validation.coverage(); the prose quotes that
+    readout, and the validation panel has the per-regime table."""
+    held = validation.coverage()
+    shown = readouts(view())
+    assert shown["band_coverage"].value == held.share
+    assert shown["band_coverage"].text == f"{held.share * 100:.0f}% of {held.runs} runs from other sources"
+    assert f"such a range held {held.share * 100:.0f}% of {held.runs} published runs" in unescape(view().html)
+    prose = (fig21_planner_lab.__file__.rsplit("/figures/", 1)[0] + "/site/content/21-planner.md")
+    assert "held {{21.band_coverage}}" in open(prose).read()
+    panel = unescape(view().html.split("against the range built from the other sources")[-1])
+    for name in validation.regimes():
+        c = validation.coverage(name)
+        if c.runs:
+            assert f"<td>{name}</td><td class=\"num\">{c.sources}</td><td class=\"num\">{c.inside} of {c.runs}</td>" \
+                in panel, name
+
+
+def _table_rows(html_text):
+    body = html_text.split("The five fastest plans")[1].split("</tbody>")[0]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in body.split("<tr")[2:]]
+
+
+def test_plans_the_band_cannot_tell_apart_are_tied_not_ranked():
+    """Issue 43: the five fastest plans of the default state differ by less than their
+    band: no 1-5 ranking among them, and a caption names the band."""
+    v = view()
+    model, cluster = planner.model_preset("gpt3-175b"), planner.cluster_preset("dgx-a100-80gb", 1024)
+    found = planner.search(model, cluster, 1536, top=5)
+    band = planner.band(model, cluster, found.candidates[0].plan)
+    steps = [c.estimate.step_time_s for c in found.candidates]
+    tied = validation.ties(steps, band)
+    assert tied == sum(1 for t in steps if t <= steps[0] * (1 + band.reach)) > 1
+    rows = _table_rows(v.html)
+    assert [r[0] for r in rows] == ["tied"] * tied + [str(i + 1) for i in range(tied, len(rows))]
+    assert f"differ by less than the \u00b1{float(f'{band.reach * 100:.2g}'):g}% band" in unescape(v.html)
+    # with a narrow band only the plans of the same step are tied, the rest are ranked
+    narrow = validation.Band(0.999, 1.001, band.regime, "", 1)
+    few = validation.ties(steps, narrow)
+    assert 1 <= few < tied
+    table = fig21_planner_lab._table(found.candidates, found.candidates[0], found.candidates[0], narrow)
+    ranks = [r[0] for r in _table_rows("The five fastest plans" + table)]
+    assert ranks == (["tied"] * few if few > 1 else ["1"]) + [str(i + 1) for i in range(few, len(ranks))]
+    assert ("are tied" in table) == (few > 1)

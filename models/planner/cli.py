@@ -10,7 +10,7 @@ from models.planner.model import (
     FRAMEWORKS, GRAD_REDUCE_BYTES, RECOMPUTE_OPTIONS, SCHEDULES, Candidate, Cluster, Plan, Transformer)
 from models.planner.presets import CLUSTERS, MODELS, cluster_preset, model_preset
 from models.planner.reasons import MEMORY_NAMES, PART_NAMES, SCHEDULE_NAMES, explain
-from models.planner.validation import band, memory_verdict
+from models.planner.validation import band, memory_verdict, ties
 
 # ---- command line: python -m models.planner predict|recommend ... -----------------------
 
@@ -132,7 +132,7 @@ def _describe(model_name, model, cluster, plan, estimate, tokens):
         f"memory     {fmt.gigabytes(estimate.memory_bytes)} of {fmt.gigabytes(estimate.usable_bytes)} usable per GPU, "
         f"{fmt.gigabytes(cluster.memory_margin_bytes)} margin kept ({verdict}): " + ", ".join(
             f"{MEMORY_NAMES[k]} {fmt.gigabytes(v)}" for k, v in b.items() if v > 0),
-        f"how sure   the ranges are where {sure.basis} fell against the planner's estimates",
+        f"how sure   the ranges come from {sure.basis}",
     ]
     if tokens:
         lines.append(f"training   {fmt.si_count(tokens)} tokens in {train_time_s(estimate, tokens) / 86400:.1f} days")
@@ -191,7 +191,9 @@ def main(argv=None):
     lines = _describe(name, model, cluster, best.plan, best.estimate, args.tokens)
     lines += ["", "why:"] + [f"  - {reason}" for reason in best.reasons]
     if result is not None and len(chosen) > 1:
-        lines += ["", "alternatives:"]
+        tied = ties([c.estimate.step_time_s for c in chosen], band(model, cluster, best.plan))
+        lines += ["", "alternatives:" + (f" the first {tied - 1} tied with the plan above (within the \u00b1"
+                                          f"{band(model, cluster, best.plan).reach:.0%} band: not ranked)" if tied > 1 else "")]
         for c in chosen[1:]:
             lines.append(f"  {c.plan.label():48s} {fmt.duration(c.estimate.step_time_s):>8s}  MFU "
                          f"{fmt.percent(c.estimate.mfu):>6s}  {fmt.gigabytes(c.estimate.memory_bytes):>8s}")

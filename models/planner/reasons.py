@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from models import fmt, memory
 from models.planner.cost import predict
+from models.planner.validation import band
 from models.planner.model import GRAD_BYTES, OPTIMIZER_BYTES, PARAM_BYTES, RUNTIME_RESERVE_BYTES, TIME_PARTS
 
 # ---- reasons -----------------------------------------------------------------------------
@@ -160,9 +161,12 @@ def explain(model, cluster, plan, best=None, *, estimate=None):
                 diffs = sorted(((estimate.time_breakdown[k] - best_estimate.time_breakdown[k], k) for k in TIME_PARTS),
                                reverse=True)
                 worse = [f"{PART_NAMES[k]} +{fmt.duration(d)}" for d, k in diffs[:3] if d > 1e-4 * best_estimate.step_time_s]
+                reach = band(model, cluster, best_plan).reach
                 lines.append(
                     f"{fmt.percent(ratio)} slower than the recommended plan ({fmt.duration(estimate.step_time_s)} against "
-                    f"{fmt.duration(best_estimate.step_time_s)} per step)" + (": " + ", ".join(worse) if worse else "") + ".")
+                    f"{fmt.duration(best_estimate.step_time_s)} per step)" + (": " + ", ".join(worse) if worse else "") + "."
+                    + (f" That is within the \u00b1{fmt.two_significant(reach * 100)}% band published runs support: "
+                       f"the two are tied." if ratio <= reach else ""))
             else:
                 lines.append(
                     f"{fmt.percent(-ratio)} faster than the recommended plan ({fmt.duration(estimate.step_time_s)} against "

@@ -5,6 +5,7 @@ An error is signed the same way for every end-to-end quantity: how much faster t
 says the run goes than it went, ``predicted throughput / published throughput - 1`` (a
 step time or a training time enters inverted). For a memory case it is the plain relative
 error of the bytes."""
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -19,8 +20,9 @@ GiB = 2**30
 # A band is never narrower than this on either side: a regime whose few checks happen to
 # agree closely says little about the next plan.
 MIN_BAND = 0.05
-# A regime needs this many checking runs to set its own band; with fewer, the next broader
-# group's errors are used (the same framework on any GPU, then every checking run).
+# A regime needs this many checking runs to set its own band's centre and spread; with
+# fewer, the next broader group's are used (the same framework on any GPU, then every
+# checking run).
 MIN_REGIME_CHECKS = 3
 
 FRAMEWORK_NAMES = {"megatron": "Megatron-LM", "fsdp": "PyTorch FSDP", "deepspeed": "DeepSpeed"}
@@ -135,13 +137,14 @@ def regime_summary(name, role=CHECK):
 class Band:
     """How far the truth may sit from an estimate: ``low`` and ``high`` multiply a
     throughput (tokens/s, MFU); a duration takes their inverses. ``basis`` says which
-    published runs set it."""
+    published runs set it; ``checks`` how many, from ``sources`` sources."""
 
     low: float
     high: float
     regime: str
     basis: str
     checks: int
+    sources: int = 0
 
     def throughput(self, value):
         return value * self.low, value * self.high
@@ -149,25 +152,229 @@ class Band:
     def duration(self, value):
         return value / self.high, value / self.low
 
+    @property
+    def reach(self):
+        """The largest error the band allows on either side, as a fraction: how far a
+        published run may sit from the estimate (the lab's "±" figure)."""
+        return max(1 / self.low - 1, 1 - 1 / self.high)
+
+    @property
+    def half_width(self):
+        """Half the band's width, as a fraction of the estimate (``high - low`` over two)."""
+        return (self.high - self.low) / 2
+
+
+# ---- bands that hold across sources (docs/MODELS.md, "Calibration") ------------------------
+#
+# A run's log error ln(1 + error) is modelled as regime offset + source offset + scatter, a
+# one-way random-effects model per regime (Gelman & Hill 2007, Data Analysis Using
+# Regression and Multilevel/Hierarchical Models, Sec. 12.5; DerSimonian & Laird 1986,
+# Meta-analysis in clinical trials, for the spread of source means): a reader's stack is a
+# new source, so its run sits off the regime's centre by the spread of source means plus the
+# scatter within one source. Each regime's two variances are shrunk toward the values pooled
+# over every regime (PRIOR_DOF degrees of freedom of prior weight), so a regime with one or
+# two sources takes the typical spread between sources rather than none. The band's multiple
+# of that spread is an empirical quantile of leave-one-source-out residuals (the jackknife+
+# of Barber et al. 2021, Predictive Inference with the Jackknife+, Ann. Statist. 49(1), with
+# a source as the unit left out), so it is measured the way the band is used: on runs from a
+# source it never saw.
+
+# The share of leave-one-source-out residuals the band's multiple covers.
+COVERAGE_LEVEL = 0.85
+# Prior weight, in degrees of freedom, of the variances pooled over every regime.
+PRIOR_DOF = 1
+
+
+def _log_error(check):
+    return math.log1p(check.error)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Variances of log errors pooled over regimes: ``within`` one source's runs of one
+    regime, and ``between`` the source means of one regime."""
+
+    within: float
+    between: float
+
+
+def _cells(checks):
+    """Log errors grouped by (regime, source): one source's runs of one regime."""
+    cells = {}
+    for c in checks:
+        cells.setdefault((c.regime, c.case.source), []).append(_log_error(c))
+    return cells
+
+
+def _sums(cells):
+    """(mean of cell means, within-cell sum of squares and its degrees of freedom, sum of
+    squares of cell means about their mean and its degrees of freedom)."""
+    means = [sum(es) / len(es) for es in cells]
+    centre = sum(means) / len(means)
+    within = sum((e - m) ** 2 for es, m in zip(cells, means) for e in es)
+    return (centre, within, sum(len(es) - 1 for es in cells), sum((m - centre) ** 2 for m in means),
+            len(cells) - 1)
+
+
+def _spread(pool):
+    """The variances pooled over the regimes of ``pool`` (degrees-of-freedom weighted); a
+    pool whose regimes have one source each takes the within-source variance for both."""
+    by_regime = {}
+    for (name, _), errors in _cells(pool).items():
+        by_regime.setdefault(name, []).append(errors)
+    sums = [_sums(cells) for cells in by_regime.values()]
+    within_dof, between_dof = sum(s[2] for s in sums), sum(s[4] for s in sums)
+    within = sum(s[1] for s in sums) / within_dof if within_dof else 0.0
+    return Spread(within, sum(s[3] for s in sums) / between_dof if between_dof else within)
+
+
+def _group(pool, model_moe, framework, name):
+    """The runs of ``pool`` an estimate in regime ``name`` is judged by, and what they are:
+    the regime's, or with fewer than MIN_REGIME_CHECKS the same framework's on any GPU,
+    then every run."""
+    runs = [c for c in pool if c.regime == name]
+    if len(runs) >= MIN_REGIME_CHECKS:
+        return runs, "regime"
+    runs = [c for c in pool if c.case.plan.framework == framework and c.case.model.moe == model_moe]
+    if len(runs) >= MIN_REGIME_CHECKS:
+        return runs, "framework"
+    return list(pool), "all"
+
+
+def _centre_and_sd(runs, spread):
+    """Centre and standard deviation of a new source's log error among ``runs``: the mean
+    of the k source means (one per source and regime), and sqrt(between x (1 + 1/k) +
+    within), each variance shrunk toward ``spread`` (Gelman & Hill 2007, Sec. 12.5): the
+    new source's own offset, the uncertainty of the centre, and one run's scatter."""
+    cells = list(_cells(runs).values())
+    centre, within, within_dof, between, between_dof = _sums(cells)
+    within = (PRIOR_DOF * spread.within + within) / (PRIOR_DOF + within_dof)
+    between = (PRIOR_DOF * spread.between + between) / (PRIOR_DOF + between_dof)
+    return centre, math.sqrt(between * (1 + 1 / len(cells)) + within)
+
+
+def _residuals(pool):
+    """Every run of ``pool`` against the centre and spread its regime has without its own
+    source, in standard deviations (the leave-one-source-out residuals)."""
+    out = []
+    for source in {c.case.source for c in pool}:
+        others = [c for c in pool if c.case.source != source]
+        if not others:
+            continue
+        spread = _spread(others)
+        for c in pool:
+            if c.case.source == source:
+                runs, _ = _group(others, c.case.model.moe, c.case.plan.framework, c.regime)
+                centre, sd = _centre_and_sd(runs, spread)
+                out.append(abs(_log_error(c) - centre) / sd if sd else 0.0)
+    return sorted(out)
+
+
+def _multiple(pool):
+    """How many standard deviations the band spans each side: the ceil(level x (n + 1))-th
+    smallest of the n leave-one-source-out residuals (Barber et al. 2021, Sec. 3)."""
+    residuals = _residuals(pool)
+    if not residuals:
+        return 0.0
+    return residuals[min(len(residuals), math.ceil(COVERAGE_LEVEL * (len(residuals) + 1))) - 1]
+
+
+def _band_from(pool, model_moe, framework, name, multiple=None):
+    """The band for an estimate in regime ``name`` from the checking runs ``pool``."""
+    runs, basis = _group(pool, model_moe, framework, name)
+    centre, sd = _centre_and_sd(runs, _spread(pool))
+    multiple = _multiple(pool) if multiple is None else multiple
+    fast = max(math.expm1(centre + multiple * sd), MIN_BAND)  # the planner this much too fast
+    slow = min(math.expm1(centre - multiple * sd), -MIN_BAND)
+    sources = len({c.case.source for c in runs})
+    other = {"regime": f"{name} runs the planner was not fitted to",
+             "framework": f"{FRAMEWORK_NAMES[framework]} runs on any GPU (no {name} runs to check against, or too few)",
+             "all": f"checking runs of every kind (no {name} runs to check against, or too few)"}[basis]
+    text = (f"{len(runs)} published {other}, from {sources} source{'s' if sources > 1 else ''}, widened by how "
+            f"far one source's runs sit from another's")
+    return Band(1 / (1 + fast), 1 / (1 + slow), name, text, len(runs), sources)
+
+
+@lru_cache(maxsize=None)
+def _page_band(model_moe, framework, name):
+    pool = end_to_end(CHECK)
+    return _band_from(pool, model_moe, framework, name, band_multiple())
+
+
+@lru_cache(maxsize=1)
+def band_multiple():
+    return _multiple(end_to_end(CHECK))
+
 
 def band(model, cluster, plan):
-    """The band of an estimate for this plan: the checking-set errors of its regime (or of
-    a broader group when the regime has fewer than MIN_REGIME_CHECKS runs), widened to at
-    least MIN_BAND on each side. A published run went at predicted / (1 + error)."""
-    name = regime(model, cluster, plan)
-    summary = regime_summary(name)
-    basis = f"{summary.count} published {name} runs the planner was not fitted to"
-    if summary.count < MIN_REGIME_CHECKS:
-        framework = FRAMEWORK_NAMES[plan.framework]
-        summary = summarize([c for c in end_to_end(CHECK) if c.case.plan.framework == plan.framework
-                             and c.case.model.moe == model.moe])
-        basis = (f"no {name} runs to check against (or too few): the {summary.count} {framework} runs on other GPUs")
-        if summary.count < MIN_REGIME_CHECKS:
-            summary = summarize(end_to_end(CHECK))
-            basis = f"no {name} runs to check against: all {summary.count} checking runs"
-    low = 1 / (1 + max(summary.high, MIN_BAND))
-    high = 1 / (1 + min(summary.low, -MIN_BAND))
-    return Band(low, high, name, basis, summary.count)
+    """The band of an estimate for this plan, from every checking run: its regime's centre
+    and spread (or a broader group's when the regime has fewer than MIN_REGIME_CHECKS runs),
+    as many standard deviations each side as held the leave-one-source-out residuals to
+    COVERAGE_LEVEL, and at least MIN_BAND on each side. A published run went at
+    predicted / (1 + error)."""
+    return _page_band(model.moe, plan.framework, regime(model, cluster, plan))
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One checking run and the band it would have been shown had its source never been
+    published (built from the other sources' checking runs alone)."""
+
+    check: Check
+    band: Band
+
+    @property
+    def inside(self):
+        """The published throughput within the band: ``low <= 1 / (1 + error) <= high``."""
+        return self.band.low <= 1 / (1 + self.check.error) <= self.band.high
+
+
+@lru_cache(maxsize=1)
+def leave_one_source_out():
+    """Every checking run with the band it would have been shown, built from the other
+    sources' checking runs only (the multiple too): a tuple of ``HeldOut``."""
+    checks = end_to_end(CHECK)
+    held = []
+    for source in SOURCES:
+        others = [c for c in checks if c.case.source != source]
+        mine = [c for c in checks if c.case.source == source]
+        if not mine:
+            continue
+        multiple = _multiple(others)
+        for c in mine:
+            held.append(HeldOut(c, _band_from(others, c.case.model.moe, c.case.plan.framework, c.regime, multiple)))
+    return tuple(held)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many held-out runs fell inside their band, from how many sources, and the median
+    half-width of those bands."""
+
+    runs: int
+    inside: int
+    sources: int
+    median_half_width: float
+
+    @property
+    def share(self):
+        return self.inside / self.runs if self.runs else 0.0
+
+
+def coverage(name=None):
+    """Leave-one-source-out coverage of every checking run, or of one regime's."""
+    held = [h for h in leave_one_source_out() if name is None or h.check.regime == name]
+    widths = sorted(h.band.half_width for h in held)
+    median = (widths[(len(widths) - 1) // 2] + widths[len(widths) // 2]) / 2 if widths else 0.0
+    return Coverage(len(held), sum(h.inside for h in held), len({h.check.case.source for h in held}), median)
+
+
+def ties(step_times_s, band):
+    """How many of the plans (``step_times_s``, fastest first) the band cannot tell from
+    the fastest: those whose step is within ``band.reach`` of it, where the published
+    record says either estimate may be off. They are equivalent, not ranked."""
+    best = step_times_s[0]
+    return sum(1 for t in step_times_s if t <= best * (1 + band.reach))
 
 
 def memory_band():
@@ -224,4 +431,5 @@ def regimes():
 
 
 __all__ = ["VALIDATION", "Check", "Summary", "Band", "measure", "validate", "summarize", "end_to_end",
-           "regime", "regime_summary", "band", "regimes", "GpuLean", "gpu_leans", "memory_band", "memory_verdict", "FIT", "CHECK"]
+           "regime", "regime_summary", "band", "regimes", "HeldOut", "leave_one_source_out", "Coverage", "coverage",
+           "ties", "band_multiple", "GpuLean", "gpu_leans", "memory_band", "memory_verdict", "FIT", "CHECK"]
