@@ -31,6 +31,9 @@ ADAM_STEP_BYTES = memory.optimizer_step_traffic_bytes(param_bytes=PARAM_BYTES, g
                                                       optimizer_bytes=OPTIMIZER_BYTES)
 
 RECOMPUTE_OPTIONS = ("none", "selective", "full")
+# How a router scores experts: softmax over the logits (Mixtral; DeepSeek-V2 Eq. 22) or a
+# sigmoid per expert, normalised over the chosen top-k (DeepSeek-V3 Eq. 15-16).
+ROUTER_SCORES = ("softmax", "sigmoid")
 SCHEDULES = ("1f1b", "interleaved", "zb-h1", "gpipe")
 ZERO_STAGES = (0, 1, 2, 3)
 # The dtype gradients are reduced in: Megatron-LM and torchtitan reduce fp32 gradients by
@@ -63,7 +66,15 @@ class Transformer:
     ``shared_experts`` always-on ones, each ``expert_ffn`` wide. ``tied_embeddings``: the
     output layer reuses the input embedding (GPT); Llama and DeepSeek untie them.
     ``dropout``: GPT-3 and Megatron's GPTs train with dropout, which keeps a one-byte mask per
-    element after attention and after the MLP; Llama, Mixtral and DeepSeek train without."""
+    element after attention and after the MLP; Llama, Mixtral and DeepSeek train without.
+
+    Multi-head latent attention (DeepSeek-V2 Sec. 2.1, eqs. 9-19; DeepSeek-V3 Sec. 2.1.1) when
+    ``kv_lora_rank`` > 0: keys and values are rebuilt from a ``kv_lora_rank``-wide latent,
+    queries from a ``q_lora_rank``-wide one (0: queries projected straight from the hidden
+    state, as in DeepSeek-V2-Lite); each query/key head is ``qk_head_dim`` wide without
+    position plus ``qk_rope_head_dim`` carrying the decoupled RoPE (one rope key shared by
+    every head), each value head ``v_head_dim``. ``router_score``: how the router turns
+    logits into gates, "softmax" (Mixtral, DeepSeek-V2) or "sigmoid" (DeepSeek-V3, Kimi K2)."""
 
     layers: int
     hidden: int
@@ -80,11 +91,18 @@ class Transformer:
     dense_layers: int = 0
     tied_embeddings: bool = True
     dropout: bool = True
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    router_score: str = "softmax"
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "seq_len", "vocab", "experts", "top_k"):
             object.__setattr__(self, name, positive_int(name, getattr(self, name)))
-        for name in ("shared_experts", "dense_layers"):
+        for name in ("shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
+                     "qk_rope_head_dim", "v_head_dim"):
             object.__setattr__(self, name, non_negative_int(name, getattr(self, name)))
         ffn = 4 * self.hidden if self.ffn is None else positive_int("ffn", self.ffn)
         kv_heads = self.heads if self.kv_heads is None else positive_int("kv_heads", self.kv_heads)
@@ -102,10 +120,23 @@ class Transformer:
             raise ValueError(f"shared_experts={self.shared_experts} needs a mixture of experts (experts > 1)")
         if self.dense_layers >= self.layers and self.experts > 1:
             raise ValueError(f"dense_layers={self.dense_layers} must be < layers={self.layers}")
+        choice("router_score", self.router_score, ROUTER_SCORES)
+        mla_dims = ("q_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim")
+        if self.kv_lora_rank:
+            for name in mla_dims[1:]:
+                positive_int(name, getattr(self, name))
+        elif any(getattr(self, name) for name in mla_dims):
+            raise ValueError("q_lora_rank, qk_head_dim, qk_rope_head_dim and v_head_dim describe multi-head "
+                             "latent attention: set kv_lora_rank > 0 too, or leave them 0")
 
     @property
     def moe(self):
         return self.experts > 1
+
+    @property
+    def mla(self):
+        """Multi-head latent attention (DeepSeek-V2 Sec. 2.1)."""
+        return self.kv_lora_rank > 0
 
     @property
     def head_dim(self):
