@@ -30,7 +30,12 @@ ACTIVATION_BYTES = 2  # bf16 activations and messages
 ADAM_STEP_BYTES = memory.optimizer_step_traffic_bytes(param_bytes=PARAM_BYTES, grad_bytes=GRAD_BYTES,
                                                       optimizer_bytes=OPTIMIZER_BYTES)
 
-RECOMPUTE_OPTIONS = ("none", "selective", "full")
+# Activation recomputation: none; "selective", Korthikanti et al. 2022 Sec. 5 (the attention
+# core recomputed, Megatron-LM --recompute-granularity selective); "op", torchtitan's per-op
+# selective checkpointing (activation_checkpoint.selective_ac_option = "op": the outputs of
+# matmuls but every second one, of attention and of reduce-scatter / all-to-all are kept,
+# everything else recomputed; PyTorch FSDP only); "full", only each layer's input kept.
+RECOMPUTE_OPTIONS = ("none", "selective", "op", "full")
 # How a router scores experts: softmax over the logits (Mixtral; DeepSeek-V2 Eq. 22) or a
 # sigmoid per expert, normalised over the chosen top-k (DeepSeek-V3 Eq. 15-16).
 ROUTER_SCORES = ("softmax", "sigmoid")
@@ -74,7 +79,10 @@ class Transformer:
     state, as in DeepSeek-V2-Lite); each query/key head is ``qk_head_dim`` wide without
     position plus ``qk_rope_head_dim`` carrying the decoupled RoPE (one rope key shared by
     every head), each value head ``v_head_dim``. ``router_score``: how the router turns
-    logits into gates, "softmax" (Mixtral, DeepSeek-V2) or "sigmoid" (DeepSeek-V3, Kimi K2)."""
+    logits into gates, "softmax" (Mixtral, DeepSeek-V2) or "sigmoid" (DeepSeek-V3, Kimi K2);
+    it changes no cost. Multi-token prediction (DeepSeek-V3 Sec. 2.2: one more transformer
+    block and projection per extra predicted token) is not priced: a model here predicts
+    the next token only."""
 
     layers: int
     hidden: int
@@ -143,6 +151,68 @@ class Transformer:
         return self.hidden // self.heads
 
     @property
+    def attention_widths(self):
+        """Widths of one token's query, key, value and attention output (the output
+        projection's input): h, h_kv, h_kv, h; with MLA the keys are rebuilt per head,
+        n_h·(d_h + d_h^R) for queries and keys and n_h·d_h for values (DeepSeek-V2 eqs. 12-18)."""
+        if self.mla:
+            qk = self.heads * (self.qk_head_dim + self.qk_rope_head_dim)
+            v = self.heads * self.v_head_dim
+            return qk, qk, v, v
+        return self.hidden, self.kv_hidden, self.kv_hidden, self.hidden
+
+    @property
+    def attention_core_width(self):
+        """Per key position, the width QK^T contracts plus the width AV produces: 2h for
+        multi-head attention (so 4·s·h forward FLOPs per token), n_h·(d_h + d_h^R) + n_h·d_h
+        with MLA."""
+        q, _, _, out = self.attention_widths
+        return q + out
+
+    def attention_matmuls(self):
+        """The weight matrices of one attention block in the order a forward pass runs
+        them: (name, input width, output width, how tensor parallelism splits it:
+        "column" / "row" / "replicated"). Multi-head attention: Q, K, V, output
+        (Shoeybi 2019). MLA (DeepSeek-V2 Sec. 2.1): the query down-projection W^DQ
+        (eq. 12; absent when q_lora_rank = 0) and up-projection [W^UQ; W^QR] (eqs. 13-14),
+        the key-value down-projection [W^DKV; W^KR] (eqs. 9, 17), the key and value
+        up-projections [W^UK; W^UV] (eqs. 10-11), the output W^O (eq. 19). Megatron-Core
+        keeps the two down-projections whole on every TP rank
+        (multi_latent_attention.py: parallel_mode 'duplicated')."""
+        h = self.hidden
+        if not self.mla:
+            return (("wq", h, h, "column"), ("wk", h, self.kv_hidden, "column"),
+                    ("wv", h, self.kv_hidden, "column"), ("wo", h, h, "row"))
+        q, _, v, _ = self.attention_widths
+        if self.q_lora_rank:
+            queries = (("wq_a", h, self.q_lora_rank, "replicated"), ("wq_b", self.q_lora_rank, q, "column"))
+        else:
+            queries = (("wq", h, q, "column"),)
+        return queries + (("wkv_a", h, self.kv_lora_rank + self.qk_rope_head_dim, "replicated"),
+                          ("wkv_b", self.kv_lora_rank, self.heads * (self.qk_head_dim + self.v_head_dim), "column"),
+                          ("wo", v, h, "row"))
+
+    def mlp_matmuls(self, width):
+        """An MLP ``width`` wide, in forward order: SwiGLU's gate w1, up w3 and down w2
+        (torchtitan's FeedForward: w2(silu(w1(x)) * w3(x))), or GeLU's two."""
+        h = self.hidden
+        if self.gated_mlp:
+            return (("w1", h, width, "column"), ("w3", h, width, "column"), ("w2", width, h, "row"))
+        return (("w1", h, width, "column"), ("w2", width, h, "row"))
+
+    @property
+    def attention_norm_params(self):
+        """MLA's RMSNorms on the query and key-value latents (DeepSeek-V2/V3 modelling code,
+        q_a_layernorm and kv_a_layernorm); none in multi-head attention."""
+        return self.q_lora_rank + self.kv_lora_rank if self.mla else 0
+
+    def attention_rank_params(self, tp):
+        """One layer's attention weights on one TP rank: all split t ways but MLA's
+        down-projections, which every rank holds whole."""
+        whole = sum(i * o for _, i, o, kind in self.attention_matmuls() if kind == "replicated")
+        return whole + self.attention_norm_params + (self.attention_params - whole) / tp
+
+    @property
     def kv_hidden(self):
         """Width of K (or V): hidden·kv_heads/heads."""
         return self.head_dim * self.kv_heads
@@ -156,8 +226,10 @@ class Transformer:
 
     @property
     def attention_params(self):
-        """Q, K, V and output projections of one layer: 2h² + 2h·h_kv."""
-        return 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_hidden
+        """The attention block's weight matrices (``attention_matmuls``): 2h² + 2h·h_kv for
+        Q, K, V and output; with MLA d·d_c' + d_c'·n_h(d_h + d_h^R) + d·(d_c + d_h^R)
+        + d_c·n_h·2d_h + n_h·d_h·d (DeepSeek-V2 eqs. 9-19, d_h the value head width)."""
+        return sum(i * o for _, i, o, _ in self.attention_matmuls())
 
     @property
     def dense_mlp_params(self):
@@ -177,7 +249,8 @@ class Transformer:
         moe = self.moe_layers * (self.attention_params + (self.experts + self.shared_experts) * self.expert_params
                                  + h * self.experts)
         embeddings = self.vocab * h * (1 if self.tied_embeddings else 2)
-        return float(dense * (self.attention_params + self.dense_mlp_params) + moe + 2 * h * self.layers + embeddings + h)
+        norms = (2 * h + self.attention_norm_params) * self.layers
+        return float(dense * (self.attention_params + self.dense_mlp_params) + moe + norms + embeddings + h)
 
     @property
     def active_matmul_params(self):
@@ -259,7 +332,7 @@ class Plan:
     """One layout: gpus = tp·pp·dp·cp (ep lives inside dp·cp); ``global_batch`` sequences
     per step in microbatches of ``microbatch``; ``virtual_stages`` model chunks per
     pipeline rank (interleaved schedule only); ZeRO stage 0-3 over dp·cp; activation
-    recomputation none|selective|full; sequence parallelism (changes nothing at tp=1);
+    recomputation none|selective|op|full (``RECOMPUTE_OPTIONS``; op under FSDP only); sequence parallelism (changes nothing at tp=1);
     FlashAttention (never materialises the score matrix); the ``framework`` that runs it
     (``FRAMEWORKS``); ``tp_comm_overlap``: Megatron-Core's tensor-parallel communication
     overlapped with the GEMMs it feeds (Transformer Engine userbuffers, ``--tp-comm-overlap``,
@@ -298,6 +371,9 @@ class Plan:
         if self.tp_comm_overlap and not self.sequence_parallel:
             raise ValueError("tp_comm_overlap needs sequence_parallel (Megatron-Core overlaps its AllGather and "
                              "ReduceScatter)")
+        if self.recompute == "op" and self.framework != "fsdp":
+            raise ValueError(f"recompute='op' is torchtitan's per-op selective checkpointing: it needs "
+                             f"framework='fsdp', not {self.framework!r}")
         choice("grad_reduce", self.grad_reduce, tuple(GRAD_REDUCE_BYTES))
         shard = non_negative_int("shard_group", self.shard_group)
         data = self.dp * self.cp

@@ -48,8 +48,18 @@ MODELS = {p.key: p for p in (
                 "Jiang et al. 2024, Table 1 (32k-token context)"),
     ModelPreset("deepseek-v3", "DeepSeek-V3 671B",
                 Transformer(61, 7168, 128, 4096, 129280, ffn=18432, gated_mlp=True, experts=256, top_k=8,
-                            shared_experts=1, expert_ffn=2048, dense_layers=3, tied_embeddings=False, dropout=False),
-                "DeepSeek-V3 Technical Report, Sec. 4.2 (MLA priced as multi-head attention; no MTP module)"),
+                            shared_experts=1, expert_ffn=2048, dense_layers=3, tied_embeddings=False, dropout=False,
+                            q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                            router_score="sigmoid"),
+                "DeepSeek-V3 Technical Report, Sec. 4.2 (multi-head latent attention; the multi-token-prediction "
+                "module is not priced)"),
+    ModelPreset("deepseek-v2-lite", "DeepSeek-V2-Lite 16B",
+                Transformer(27, 2048, 16, 4096, 102400, ffn=10944, gated_mlp=True, experts=64, top_k=6,
+                            shared_experts=2, expert_ffn=1408, dense_layers=1, tied_embeddings=False, dropout=False,
+                            kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+                "DeepSeek-V2 paper, Appendix B (DeepSeek-V2-Lite: 27 layers, d 2048, 16 heads, no query "
+                "compression, d_c 512, 64 routed + 2 shared experts, 6 active, first layer dense; 15.7B "
+                "parameters, 2.4B active); config.json of deepseek-ai/DeepSeek-V2-Lite for the FFN widths"),
 )}
 
 CLUSTERS = {p.key: p for p in (
