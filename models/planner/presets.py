@@ -59,7 +59,8 @@ MODELS = {p.key: p for p in (
                             kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
                 "DeepSeek-V2 paper, Appendix B (DeepSeek-V2-Lite: 27 layers, d 2048, 16 heads, no query "
                 "compression, d_c 512, 64 routed + 2 shared experts, 6 active, first layer dense; 15.7B "
-                "parameters, 2.4B active); config.json of deepseek-ai/DeepSeek-V2-Lite for the FFN widths"),
+                "parameters, 2.4B active); the dense FFN width 10,944 and vocabulary 102,400 from torchtitan "
+                "v0.2.2's deepseek_v3 flavor '16B', which has this shape"),
 )}
 
 CLUSTERS = {p.key: p for p in (
