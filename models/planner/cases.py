@@ -69,6 +69,9 @@ SOURCES = {s.key: s for s in (
                       "(pytorch.org), Table 1"),
     Source("llmfoundry", "MosaicML llm-foundry, scripts/train/benchmarking/README.md (Composer + PyTorch FSDP)"),
     Source("torchtitan2024", "torchtitan 2024, performance table of its documentation: FSDP2 on 64 A100s"),
+    Source("automodel", "NVIDIA NeMo AutoModel, docs/performance-summary.md (DGX-H100, BF16) and the benchmark "
+                        "configuration it runs, examples/benchmark/configs/deepseek_v3_te_deepep.yaml (PyTorch "
+                        "FSDP2 with pipelining and DeepEP)"),
     Source("torchtitan2024h100", "torchtitan team, benchmarks/llama3_h100_202412_torchtitan.md (December 2024, "
                                  "torchtitan 9dec370): FSDP2 on 8 and 128 H100s, Tables 1 and 3"),
 )}
@@ -288,6 +291,10 @@ CASES = (
           Plan(pp=8, dp=128, ep=64, global_batch=8192, virtual_stages=2, zero=1, recompute='full',
           sequence_parallel=False, schedule='interleaved'),
           "recipe recomputes the MLA up-projections, MLPs and experts: priced as full recomputation"),
+    _case('automodel-h100-deepseek-v3-bf16-256gpu', 'automodel', CHECK, 'step_time_s', 8.18, DEEPSEEK_V3,
+          Cluster('h100_sxm', 256, 8),
+          Plan(pp=4, dp=64, ep=64, global_batch=512, virtual_stages=8, zero=2, recompute='full',
+          sequence_parallel=False, schedule='interleaved', framework='fsdp')),
     _case('sc21-t2-ptdp-175b-384gpu', 'narayanan2021', CHECK, 'hardware_tflops_eq3', 153, GPT_3_175B,
           Cluster('a100_80gb', 384, 8),
           Plan(tp=8, pp=12, dp=4, global_batch=1536, recompute='full', sequence_parallel=False,
