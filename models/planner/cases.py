@@ -70,8 +70,8 @@ SOURCES = {s.key: s for s in (
     Source("llmfoundry", "MosaicML llm-foundry, scripts/train/benchmarking/README.md (Composer + PyTorch FSDP)"),
     Source("torchtitan2024", "torchtitan 2024, performance table of its documentation: FSDP2 on 64 A100s"),
     Source("automodel", "NVIDIA NeMo AutoModel, docs/performance-summary.md (DGX-H100, BF16) and the benchmark "
-                        "configuration it runs, examples/benchmark/configs/deepseek_v3_te_deepep.yaml (PyTorch "
-                        "FSDP2 with pipelining and DeepEP)"),
+                        "configurations it runs, examples/benchmark/configs/deepseek_v3_te_deepep.yaml and "
+                        "kimi_k2_te_deepep.yaml (PyTorch FSDP2 with pipelining and DeepEP)"),
     Source("torchtitan2024h100", "torchtitan team, benchmarks/llama3_h100_202412_torchtitan.md (December 2024, "
                                  "torchtitan 9dec370): FSDP2 on 8 and 128 H100s, Tables 1 and 3"),
 )}
@@ -144,6 +144,9 @@ DEEPSEEK_V3 = Transformer(61, 7168, 128, 4096, 129280, ffn=18432, gated_mlp=True
                           shared_experts=1, expert_ffn=2048, dense_layers=3, tied_embeddings=False, dropout=False,
                           q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
                           router_score="sigmoid")
+KIMI_K2 = Transformer(61, 7168, 64, 4096, 163840, ffn=18432, gated_mlp=True, experts=384, top_k=8, shared_experts=1,
+                      expert_ffn=2048, dense_layers=1, tied_embeddings=False, dropout=False, q_lora_rank=1536,
+                      kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, router_score="sigmoid")
 
 MODEL_NAMES = {
     GPT_1_7B: 'GPT 1.7B',
@@ -178,6 +181,7 @@ MODEL_NAMES = {
     MPT_70B: 'MPT 70B',
     MPT_7B: 'MPT 7B',
     DEEPSEEK_V3: 'DeepSeek-V3 671B',
+    KIMI_K2: 'Kimi K2 1T',
 }
 
 
@@ -294,6 +298,10 @@ CASES = (
     _case('automodel-h100-deepseek-v3-bf16-256gpu', 'automodel', CHECK, 'step_time_s', 8.18, DEEPSEEK_V3,
           Cluster('h100_sxm', 256, 8),
           Plan(pp=4, dp=64, ep=64, global_batch=512, virtual_stages=8, zero=2, recompute='full',
+          sequence_parallel=False, schedule='interleaved', framework='fsdp')),
+    _case('automodel-h100-kimi-k2-bf16-256gpu', 'automodel', CHECK, 'step_time_s', 8.86, KIMI_K2,
+          Cluster('h100_sxm', 256, 8),
+          Plan(pp=8, dp=32, ep=32, global_batch=512, virtual_stages=4, zero=2, recompute='full',
           sequence_parallel=False, schedule='interleaved', framework='fsdp')),
     _case('sc21-t2-ptdp-175b-384gpu', 'narayanan2021', CHECK, 'hardware_tflops_eq3', 153, GPT_3_175B,
           Cluster('a100_80gb', 384, 8),

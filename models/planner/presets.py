@@ -53,6 +53,14 @@ MODELS = {p.key: p for p in (
                             router_score="sigmoid"),
                 "DeepSeek-V3 Technical Report, Sec. 4.2 (multi-head latent attention; the multi-token-prediction "
                 "module is not priced)"),
+    ModelPreset("kimi-k2", "Kimi K2 1T",
+                Transformer(61, 7168, 64, 4096, 163840, ffn=18432, gated_mlp=True, experts=384, top_k=8,
+                            shared_experts=1, expert_ffn=2048, dense_layers=1, tied_embeddings=False, dropout=False,
+                            q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                            router_score="sigmoid"),
+                "Kimi K2 model card (moonshotai/Kimi-K2-Base: 61 layers, 1 dense, hidden 7168, 64 MLA heads, "
+                "384 experts of 2048, 8 selected, 1 shared, vocabulary 160K; 1T total, 32B activated) and "
+                "Megatron-Bridge's KimiK2Provider (dense FFN 18432, sequence 4096); MLA ranks as DeepSeek-V3's"),
     ModelPreset("deepseek-v2-lite", "DeepSeek-V2-Lite 16B",
                 Transformer(27, 2048, 16, 4096, 102400, ffn=10944, gated_mlp=True, experts=64, top_k=6,
                             shared_experts=2, expert_ffn=1408, dense_layers=1, tied_embeddings=False, dropout=False,

@@ -50,6 +50,14 @@ def test_deepseek_v2_lite_is_15_7b_with_2_4b_active():
     assert [name for name, *_ in LITE.attention_matmuls()] == ["wq", "wkv_a", "wkv_b", "wo"]  # no query latent
 
 
+def test_kimi_k2_is_1t_with_32b_active():
+    """Kimi K2 model card: 1T total parameters, 32B activated (the technical report: 1.04T,
+    32.6B)."""
+    kimi = planner.model_preset("kimi-k2")
+    assert kimi.params == pytest.approx(1.04e12, rel=0.02)
+    assert kimi.active_matmul_params + kimi.vocab * kimi.hidden == pytest.approx(32.6e9, rel=0.02)
+
+
 def test_mla_fields_refuse_half_a_definition():
     with pytest.raises(ValueError, match="kv_lora_rank"):
         Transformer(2, 64, 4, 16, 100, qk_head_dim=16)
