@@ -133,6 +133,9 @@ class Transformer:
         if self.kv_lora_rank:
             for name in mla_dims[1:]:
                 positive_int(name, getattr(self, name))
+            if self.kv_heads != self.heads:
+                raise ValueError(f"kv_heads={self.kv_heads}: multi-head latent attention rebuilds keys and values "
+                                 f"for every one of the {self.heads} heads (leave kv_heads at heads)")
         elif any(getattr(self, name) for name in mla_dims):
             raise ValueError("q_lora_rank, qk_head_dim, qk_rope_head_dim and v_head_dim describe multi-head "
                              "latent attention: set kv_lora_rank > 0 too, or leave them 0")

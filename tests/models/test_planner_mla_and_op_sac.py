@@ -63,6 +63,8 @@ def test_mla_fields_refuse_half_a_definition():
         Transformer(2, 64, 4, 16, 100, qk_head_dim=16)
     with pytest.raises(ValueError, match="v_head_dim"):
         Transformer(2, 64, 4, 16, 100, kv_lora_rank=8, qk_head_dim=16, qk_rope_head_dim=8)
+    with pytest.raises(ValueError, match="kv_heads"):
+        Transformer(2, 64, 4, 16, 100, kv_heads=2, kv_lora_rank=8, qk_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
     with pytest.raises(ValueError, match="router_score"):
         Transformer(2, 64, 4, 16, 100, router_score="relu")
 
