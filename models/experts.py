@@ -19,6 +19,9 @@ What it models
 * All-to-All volume: dispatch and combine each carry k * b * s * h elements per rank per MoE layer
   (article, "Expert parallelism · specification"), of which (ep-1)/ep leaves the rank under
   uniform routing.
+* The devices a token reaches (``expected_holders_reached``): distinct GPUs or nodes hit by its
+  top-k experts under group-limited routing (DeepSeek-V3 Sec. 2.1.2), what a deduplicating
+  dispatcher such as DeepEP sends per token instead of k copies (DeepSeek-V3 Sec. 3.2.2).
 * The straggler effect: the layer finishes when the busiest expert (or EP rank) does, so its time
   scales with max load / mean load (article: "the layer runs at the speed of the busiest expert").
 
