@@ -435,7 +435,7 @@ def _deepep_s(ctx, elements, tp, ep, routing):
     g = ctx.cluster.gpus_per_node
     per_node = max(1, min(ep, g // tp)) if tp < g else 1
     nodes = ep // per_node
-    if routing == "round_robin" and model.experts % model.top_k == 0:
+    if routing == "round_robin":
         groups, limit = model.experts // model.top_k, 1
     else:
         groups, limit = model.route_groups, model.route_group_limit
@@ -905,6 +905,9 @@ def _check(model, cluster, plan):
         if plan.ep_dispatch == "deepep" and plan.ep > per_node and plan.ep % per_node:
             raise ValueError(f"ep_dispatch='deepep' with ep={plan.ep}: DeepEP forwards between whole nodes, so ep "
                              f"must be a multiple of the {per_node} EP ranks a node holds")
+        if plan.ep_routing == "round_robin" and model.experts % model.top_k:
+            raise ValueError(f"ep_routing='round_robin' prices blocks of top_k={model.top_k} consecutive experts: "
+                             f"top_k must divide experts={model.experts}")
     if plan.pp > model.layers:
         raise ValueError(f"pp={plan.pp} must be <= layers={model.layers} (a pipeline rank needs a layer)")
     chunks = plan.pp * plan.virtual_stages

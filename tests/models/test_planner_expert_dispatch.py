@@ -95,6 +95,10 @@ def test_deepep_needs_whole_nodes():
     with pytest.raises(ValueError, match="whole nodes"):
         planner.predict(K2, cluster, Plan(pp=4, dp=24, ep=12, global_batch=96, recompute="full",
                                           ep_dispatch="deepep"))
+    model = Transformer(4, 1024, 8, 2048, 1000, gated_mlp=True, experts=12, top_k=8, dropout=False)
+    with pytest.raises(ValueError, match="top_k must divide"):
+        planner.predict(model, Cluster("h100_sxm", 16, 8), Plan(dp=16, ep=4, global_batch=16, ep_dispatch="deepep",
+                                                                 ep_routing="round_robin"))
 
 
 # ---- priced ------------------------------------------------------------------------------
