@@ -4,7 +4,7 @@ that fits, and say why the best one wins (Figure 21; ``python -m models.planner`
 What it models
 --------------
 A decoder-only transformer (GPT-style, or Llama-style with GQA and SwiGLU, or a mixture
-of experts) trained on ``gpus`` GPUs split into tensor (tp), context (cp), data (dp) and
+of experts, with multi-head or multi-head latent attention) trained on ``gpus`` GPUs split into tensor (tp), context (cp), data (dp) and
 pipeline (pp) parallel groups, with expert parallelism (ep) carved out of dp x cp as
 Megatron-Core does (``models.mesh``). Every number is built from the ledgers of this
 package:
@@ -13,7 +13,9 @@ package:
   (bf16 weights, fp32 main gradients, fp32 Adam: 2 + 4 + 12 = 18 bytes per parameter;
   ``--use-distributed-optimizer`` is ZeRO-1: 6 + 12/dp), sharded by ZeRO over dp x cp;
   the activation ledger of Korthikanti et al. 2022 (``models.activations``) per layer,
-  extended to GQA, SwiGLU and experts, times the microbatches a pipeline stage holds;
+  extended to GQA, SwiGLU, experts and MLA (DeepSeek-V2 Sec. 2.1), with Korthikanti's
+  selective or full recomputation or torchtitan's per-op selective checkpointing, times the
+  microbatches a pipeline stage holds;
 * time: GEMMs at ``GEMM_EFFICIENCY`` of peak under a roofline (the per-rank shape decides
   whether a GEMM is compute- or memory-bound), elementwise kernels as HBM traffic
   (``ELEMENTWISE_TRAFFIC`` bytes per byte of the activation ledger), the collectives of
@@ -21,14 +23,15 @@ package:
   (``models.mesh`` rank order tp-cp-dp-pp), hidden where ``models.overlap`` says they can
   hide, and the pipeline bubble of the schedule (``models.pipeline`` closed forms);
 * FLOPs: model FLOPs 6N + 12·layers·hidden·seq per token (PaLM / Megatron convention, not
-  halved for causality); hardware FLOPs add recomputation (Megatron-LM 2021's convention).
+  halved for causality; with MLA the attention term uses its query/key and value head
+  widths); hardware FLOPs add recomputation (Megatron-LM 2021's convention).
 
 What it does not model
 ----------------------
 Kernel-by-kernel timing, stragglers, congestion between axes sharing a NIC, NCCL protocol
-choice, expert load imbalance, allocator fragmentation beyond a fixed reserve, and the
-multi-token-prediction and MLA specifics of DeepSeek-V3 (MLA is priced as multi-head
-attention). Calibrated only against the published cases (docs/MODELS.md, "Planner").
+choice, expert load imbalance, allocator fragmentation beyond a fixed reserve, and
+DeepSeek-V3's multi-token-prediction module (not priced: the preset is the 671B main model).
+Calibrated only against the published cases (docs/MODELS.md, "Planner").
 
 The package
 -----------

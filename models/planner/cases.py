@@ -6,15 +6,22 @@ framework's repository or documentation), it trains in bf16 or fp16 on a GPU the
 a preset for, and it states the model and the whole layout: tensor, pipeline, data, context
 and expert degrees, microbatch, global batch, sequence length and recomputation (virtual
 stages when interleaved). Runs that change the layer itself (MegaScale's parallel blocks),
-use FP8, per-op selective checkpointing (torchtitan's SAC) or leave the microbatch out
+use FP8 or leave the microbatch out
 (the Megatron-Core README's H100 table, Nemotron-4's report, MegaScale) are left out; so is
 MT-NLG, whose numbers survive only in third-party copies. From a long sweep of one source
 the largest and smallest GPU counts are kept (llm-foundry: the largest count at 2,048
 tokens, per model from 1B and per GPU), so that no one source outweighs the others. One
 exception is stated where it applies: Llama 3 405B (Meta publishes neither the microbatch
-nor the interleaving depth; 1 and 8 are assumed). A run is priced with the sharding and
+nor the interleaving depth; 1 and 8 are assumed); torchtitan's December 2024 H100 runs
+(Grand Teton H100s with 96 GB of HBM2e at 500 W, priced as the 80 GB H100 SXM: no preset
+has their clock or memory); DeepSeek-V3 on 1,024 H100s (NVIDIA's recipe recomputes the
+MLA up-projections, the MLPs and the experts, ``--recompute-modules mla_up_proj mlp moe``:
+priced as full recomputation, the nearest the planner states). A run is priced with the sharding and
 gradient dtype its authors' code sets (IBM's 7B: HSDP in 8-GPU groups; IBM's and llm-foundry's
-"PURE" runs: bf16 gradient reduction). The quotes behind every number are in
+"PURE" runs: bf16 gradient reduction), and the expert dispatch and routing its code sets
+(DeepSeek-V3 on 1,024 H100s: DeepEP through Megatron-Core's flex dispatcher with forced
+balanced routing; NeMo AutoModel's DeepSeek-V3 and Kimi K2: DeepEP with AutoModel's fake
+balanced gate, ``ep_routing='round_robin'``). The quotes behind every number are in
 tests/data/published_runs.json.
 
 The fitting set: Megatron-LM 2021 Table 1 (``GEMM_SHAPE_EFFICIENCY``, ``ELEMENTWISE_TRAFFIC``),
@@ -58,13 +65,18 @@ SOURCES = {s.key: s for s in (
     Source("korthikanti2022", "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer "
                               "Models, Fig. 1 and Tables 3-5"),
     Source("bloom2022", "BigScience 2022, BLOOM-176B training (tr11-176B-ml README and chronicles)"),
-    Source("dgxc", "NVIDIA DGX Cloud benchmarking recipes (NVIDIA/dgxc-benchmarking, releases 25.03 and 25.04), "
-                   "NeMo / Megatron-Core"),
+    Source("dgxc", "NVIDIA DGX Cloud benchmarking recipes (NVIDIA/dgxc-benchmarking, releases 25.03, 25.04 and "
+                   "25.08), NeMo / Megatron-Core"),
     Source("llama3", "Llama Team 2024, The Llama 3 Herd of Models, Table 4 and Sec. 3.3.2"),
     Source("ibm2024", "Team PyTorch at IBM and Meta 2024, Maximizing training throughput using PyTorch FSDP "
                       "(pytorch.org), Table 1"),
     Source("llmfoundry", "MosaicML llm-foundry, scripts/train/benchmarking/README.md (Composer + PyTorch FSDP)"),
     Source("torchtitan2024", "torchtitan 2024, performance table of its documentation: FSDP2 on 64 A100s"),
+    Source("automodel", "NVIDIA NeMo AutoModel, docs/performance-summary.md (DGX-H100, BF16) and the benchmark "
+                        "configurations it runs, examples/benchmark/configs/deepseek_v3_te_deepep.yaml and "
+                        "kimi_k2_te_deepep.yaml (PyTorch FSDP2 with pipelining and DeepEP)"),
+    Source("torchtitan2024h100", "torchtitan team, benchmarks/llama3_h100_202412_torchtitan.md (December 2024, "
+                                 "torchtitan 9dec370): FSDP2 on 8 and 128 H100s, Tables 1 and 3"),
 )}
 
 
@@ -131,6 +143,13 @@ MPT_30B = Transformer(48, 7168, 56, 2048, 50368, dropout=False)
 MPT_3B = Transformer(32, 2560, 20, 2048, 50368, dropout=False)
 MPT_70B = Transformer(80, 8192, 64, 2048, 50368, dropout=False)
 MPT_7B = Transformer(32, 4096, 32, 2048, 50368, dropout=False)
+DEEPSEEK_V3 = Transformer(61, 7168, 128, 4096, 129280, ffn=18432, gated_mlp=True, experts=256, top_k=8,
+                          shared_experts=1, expert_ffn=2048, dense_layers=3, tied_embeddings=False, dropout=False,
+                          q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                          router_score="sigmoid", route_groups=8, route_group_limit=4)
+KIMI_K2 = Transformer(61, 7168, 64, 4096, 163840, ffn=18432, gated_mlp=True, experts=384, top_k=8, shared_experts=1,
+                      expert_ffn=2048, dense_layers=1, tied_embeddings=False, dropout=False, q_lora_rank=1536,
+                      kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, router_score="sigmoid")
 
 MODEL_NAMES = {
     GPT_1_7B: 'GPT 1.7B',
@@ -164,6 +183,8 @@ MODEL_NAMES = {
     MPT_3B: 'MPT 3B',
     MPT_70B: 'MPT 70B',
     MPT_7B: 'MPT 7B',
+    DEEPSEEK_V3: 'DeepSeek-V3 671B',
+    KIMI_K2: 'Kimi K2 1T',
 }
 
 
@@ -259,6 +280,37 @@ CASES = (
           LLAMA_2_70B, Cluster('a100_80gb', 64, 8),
           Plan(dp=64, microbatch=2, global_batch=128, zero=3, recompute='full', sequence_parallel=False,
           framework='fsdp')),
+    _case('ttdocs_llama3_8b_64a100_op_sac', 'torchtitan2024', CHECK, 'tokens_per_s_per_gpu', 2973, LLAMA_3_8B,
+          Cluster('a100_80gb', 64, 8),
+          Plan(dp=64, global_batch=64, zero=3, recompute='op', sequence_parallel=False, framework='fsdp')),
+    _case('ttbench_llama31_8b_8h100_fsdp_op_sac', 'torchtitan2024h100', CHECK, 'tokens_per_s_per_gpu', 5762,
+          LLAMA_3_8B, Cluster('h100_sxm', 8, 8),
+          Plan(dp=8, microbatch=2, global_batch=16, zero=3, recompute='op', sequence_parallel=False,
+          framework='fsdp'),
+          "Grand Teton H100s (96 GB HBM2e, 500 W) priced as the H100 SXM 80GB"),
+    _case('ttbench_llama31_8b_128h100_fsdp_op_sac', 'torchtitan2024h100', CHECK, 'tokens_per_s_per_gpu', 5605,
+          LLAMA_3_8B, Cluster('h100_sxm', 128, 8),
+          Plan(dp=128, microbatch=2, global_batch=256, zero=3, recompute='op', sequence_parallel=False,
+          framework='fsdp'),
+          "Grand Teton H100s (96 GB HBM2e, 500 W) priced as the H100 SXM 80GB"),
+    _case('dgxc-v2508-h100-deepseek-v3-bf16-1024gpu', 'dgxc', CHECK, 'step_time_s', 36.189, DEEPSEEK_V3,
+          Cluster('h100_sxm', 1024, 8),
+          Plan(pp=8, dp=128, ep=64, global_batch=8192, virtual_stages=2, zero=1, recompute='full',
+          sequence_parallel=False, schedule='interleaved', ep_dispatch='deepep'),
+          "recipe recomputes the MLA up-projections, MLPs and experts: priced as full recomputation; on H100 it "
+          "dispatches with DeepEP (flex) and forces balanced routing through the 8-group, 4-group-limited router"),
+    _case('automodel-h100-deepseek-v3-bf16-256gpu', 'automodel', CHECK, 'step_time_s', 8.18, DEEPSEEK_V3,
+          Cluster('h100_sxm', 256, 8),
+          Plan(pp=4, dp=64, ep=64, global_batch=512, virtual_stages=8, zero=2, recompute='full',
+          sequence_parallel=False, schedule='interleaved', framework='fsdp', ep_dispatch='deepep',
+          ep_routing='round_robin'),
+          "DeepEP dispatch; AutoModel's fake balanced gate sends each token to 8 consecutive experts"),
+    _case('automodel-h100-kimi-k2-bf16-256gpu', 'automodel', CHECK, 'step_time_s', 8.86, KIMI_K2,
+          Cluster('h100_sxm', 256, 8),
+          Plan(pp=8, dp=32, ep=32, global_batch=512, virtual_stages=4, zero=2, recompute='full',
+          sequence_parallel=False, schedule='interleaved', framework='fsdp', ep_dispatch='deepep',
+          ep_routing='round_robin'),
+          "DeepEP dispatch; AutoModel's fake balanced gate sends each token to 8 consecutive experts"),
     _case('sc21-t2-ptdp-175b-384gpu', 'narayanan2021', CHECK, 'hardware_tflops_eq3', 153, GPT_3_175B,
           Cluster('a100_80gb', 384, 8),
           Plan(tp=8, pp=12, dp=4, global_batch=1536, recompute='full', sequence_parallel=False,

@@ -1,7 +1,7 @@
 """One plan's step time and memory: the cost model behind ``predict``."""
 import math
 
-from models import collectives, ddp, hardware, overlap
+from models import collectives, ddp, experts, hardware, overlap
 from models._validate import divides, positive
 from models.planner.model import (
     ACTIVATION_BYTES, ADAM_STEP_BYTES, GRAD_BYTES, GRAD_REDUCE_BYTES, MEMORY_PARTS, OPTIMIZER_BYTES, PARAM_BYTES,
@@ -190,21 +190,28 @@ class _Context:
 _A100_MATMUL_FRACTION = 0.869  # hardware.GPUS["a100_80gb"].matmul_fraction, where ATTENTION_EFFICIENCY was read
 
 
-def _layer_ledger(model, seq, micro_batch, tp, sp, recompute, flash, moe):
+def _layer_ledger(model, seq, micro_batch, tp, sp, recompute, flash, moe, ep=1):
     """Activation bytes one layer keeps for backward on one TP rank (Korthikanti 2022
     Sec. 4.1 / Table 2, as ``models.activations.layer_activations``), generalised: K and V
     are h_kv wide (GQA); a gated MLP keeps three ffn-wide tensors (gate, up, their
     product) where GeLU keeps two; an MoE layer keeps them for top_k + shared experts
-    plus the top_k dispatched copies of its input. Returns (total, score-matrix part).
-    For GPT shapes it equals ``activations.layer_activations`` (tested)."""
+    plus the top_k dispatched copies of its input; MLA keeps its rebuilt per-head Q, K, V
+    and, outside the TP split like the layernorm inputs, its two latents before and after
+    their norms and the rope key (``_MLA_LATENTS``). Per-op checkpointing keeps what
+    ``_op_sac_saved_bytes`` says. Returns (total, score-matrix part). For GPT shapes it
+    equals ``activations.layer_activations`` (tested)."""
     sb = float(seq) * micro_batch
     h = model.hidden
     if recompute == "full":  # Sec. 5: only the layer input, split by t with SP
         return 2 * sb * h / (tp if sp else 1), 0.0
+    if recompute == "op":
+        return _op_sac_saved_bytes(model, sb, tp, sp, moe, ep), 0.0
     # Outside the TP region: two layernorm inputs (4sbh), the QKV and MLP inputs (4sbh) and
     # two one-byte dropout masks (2sbh): 10sbh, 8sbh for a model trained without dropout.
     outside = (10 if model.dropout else 8) * sb * h / (tp if sp else 1)
-    attention = (4 * sb * h + 4 * sb * model.kv_hidden) / tp  # Q, K, V, projection input
+    attention = 2 * sb * sum(model.attention_widths) / tp  # Q, K, V, projection input
+    if model.mla:
+        attention += 2 * sb * _mla_latents(model) / (tp if sp else 1)
     tensors = 3 if model.gated_mlp else 2
     if moe:
         width = (model.top_k + model.shared_experts) * model.expert_ffn
@@ -216,6 +223,68 @@ def _layer_ledger(model, seq, micro_batch, tp, sp, recompute, flash, moe):
     return outside + attention + mlp + scores, scores
 
 
+def _mla_latents(model):
+    """Per token, the MLA widths a layer keeps outside the per-head tensors: the query
+    latent c^Q and the key-value latent c^KV each before and after its RMSNorm, and the
+    rope key k^R (DeepSeek-V2 eqs. 9, 12, 17): 2·d_c' + 2·d_c + d_h^R. Megatron-Core runs
+    the down-projections on the sequence-parallel shard (multi_latent_attention.py: the
+    latents are [s/TP, b, ...]), so they split by t only with sequence parallelism."""
+    return 2 * model.q_lora_rank + 2 * model.kv_lora_rank + model.qk_rope_head_dim
+
+
+def _rank_width(width, kind, tp, sp):
+    """A matmul output's width on one TP rank: a column-parallel output is split t ways, a
+    row-parallel one is the whole partial sum (before its reduce-scatter), a replicated
+    one is whole, on the sequence shard with sequence parallelism."""
+    if kind == "column":
+        return width / tp
+    if kind == "replicated":
+        return width / (tp if sp else 1)
+    return float(width)
+
+
+def _layer_matmuls(model, moe):
+    """The matmuls (aten.mm) of one layer in forward order, as torchtitan's per-op policy
+    counts them: attention, then the dense MLP or the shared experts. Routed experts run
+    as grouped GEMMs (torch._grouped_mm, not on the save list) and the router's gate is
+    always recomputed (per_op_sac_force_recompute_mm_shapes_by_fqns = ["moe.router.gate"]),
+    so neither counts (torchtitan v0.2.2 distributed/activation_checkpoint.py)."""
+    if not moe:
+        return model.attention_matmuls() + model.mlp_matmuls(model.ffn)
+    if model.shared_experts:
+        return model.attention_matmuls() + model.mlp_matmuls(model.shared_experts * model.expert_ffn)
+    return model.attention_matmuls()
+
+
+def _op_sac_kept(model, moe):
+    """The matmuls torchtitan's per-op policy keeps: "Saves output of all compute ops,
+    except every second mm" (activation_checkpoint.py ``_custom_policy``: the count starts
+    at 1 in each layer and an even count is recomputed), i.e. the 1st, 3rd, 5th ...;
+    returns (kept, recomputed)."""
+    matmuls = _layer_matmuls(model, moe)
+    return matmuls[0::2], matmuls[1::2]
+
+
+def _op_sac_saved_bytes(model, sb, tp, sp, moe, ep):
+    """Bytes one layer keeps under torchtitan's per-op selective checkpointing
+    (``_op_sac_save_list`` of torchtitan v0.2.2 models/llama3/infra/parallelize.py and
+    models/deepseek_v3/infra/parallelize.py): the layer's input (the checkpoint's input),
+    the kept matmul outputs (``_op_sac_kept``), the attention kernel's outputs (its output
+    and fp32 log-sum-exp), the reduce-scatter outputs of sequence-parallel TP (after the
+    attention and the MLP) and, with expert parallelism, the all-to-all outputs (tokens
+    dispatched to the experts and combined back, top_k copies each)."""
+    h = model.hidden
+    outside = tp if sp else 1
+    kept, _ = _op_sac_kept(model, moe)
+    widths = h / outside + sum(_rank_width(out, kind, tp, sp) for _, _, out, kind in kept)
+    widths += model.attention_widths[3] / tp + 2 * model.heads / tp  # attention output, fp32 log-sum-exp
+    if sp and tp > 1:
+        widths += 2 * h / tp
+    if moe and ep > 1:
+        widths += 2 * model.top_k * h / tp
+    return ACTIVATION_BYTES * sb * widths
+
+
 class _Layer:
     """Per-rank seconds and bytes of one transformer layer for one microbatch."""
 
@@ -223,8 +292,8 @@ class _Layer:
                  "working_bytes", "params", "expert_params", "largest_matrix")
 
 
-def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap):
-    key = (tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap)
+def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap, dispatch=("alltoall", "router")):
+    key = (tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap, dispatch)
     cached = ctx.layer_cache.get(key)
     if cached is not None:
         return cached
@@ -234,21 +303,36 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap
     tokens = mb * s_local
     gemm = ctx.gemm_s
     glu = 2 if model.gated_mlp else 1
-    # forward GEMMs on this rank (Shoeybi 2019 Sec. 3 shapes): QKV, output projection, MLP
-    forward = gemm(tokens, h, (h + 2 * model.kv_hidden) // tp) + gemm(tokens, h // tp, h)
+    # forward GEMMs on this rank (Shoeybi 2019 Sec. 3 shapes): QKV, output projection, MLP;
+    # MLA's five projections (Model.attention_matmuls), its down-projections whole on each
+    # rank over the sequence shard
+    if model.mla:
+        forward = 0.0
+        for _, width_in, width_out, kind in model.attention_matmuls():
+            if kind == "replicated":
+                forward += gemm(tokens / (tp if sp else 1), width_in, width_out)
+            elif kind == "column":
+                forward += gemm(tokens, width_in, width_out / tp)
+            else:
+                forward += gemm(tokens, width_in / tp, width_out)
+    else:
+        forward = gemm(tokens, h, (h + 2 * model.kv_hidden) // tp) + gemm(tokens, h // tp, h)
     if moe:
         experts_here = model.experts // ep
         routed = tokens * model.top_k * ep / model.experts  # tokens per expert, balanced routing
-        forward += experts_here * (gemm(routed, h, glu * model.expert_ffn // tp) + gemm(routed, model.expert_ffn // tp, h))
+        experts_s = experts_here * (gemm(routed, h, glu * model.expert_ffn // tp) + gemm(routed, model.expert_ffn // tp, h))
+        forward += experts_s
         if model.shared_experts:
             width = model.shared_experts * model.expert_ffn
             forward += gemm(tokens, h, glu * width // tp) + gemm(tokens, width // tp, h)
         forward += gemm(tokens, h, model.experts)  # router
     else:
         forward += gemm(tokens, h, glu * model.ffn // tp) + gemm(tokens, model.ffn // tp, h)
-    # attention core QK^T and AV: 4·b·(s/cp)·s·h/t FLOPs; a causal FlashAttention kernel
-    # skips the masked half (Dao 2023, FlashAttention-2 Sec. 3.1).
-    attention = 4.0 * tokens * s * h / tp * (0.5 if flash else 1.0) / ctx.attention_rate(framework, flash)
+    # attention core QK^T and AV: 4·b·(s/cp)·s·h/t FLOPs (MLA: 2·b·(s/cp)·s·n_h(2d_h + d_h^R)/t,
+    # Model.attention_core_width); a causal FlashAttention kernel skips the masked half
+    # (Dao 2023, FlashAttention-2 Sec. 3.1).
+    attention = (2.0 * tokens * s * model.attention_core_width / tp * (0.5 if flash else 1.0)
+                 / ctx.attention_rate(framework, flash))
     ledger, scores = _layer_ledger(model, s_local, mb, tp, sp, "none", flash, moe)  # everything a forward writes
     traffic = ELEMENTWISE_TRAFFIC if FUSED_KERNELS[framework] else ELEMENTWISE_TRAFFIC_UNFUSED
     elementwise = traffic * ledger / ctx.hbm_rate
@@ -262,9 +346,23 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap
         layer.recompute_s = layer.forward_s
     elif recompute == "selective":
         layer.recompute_s = attention + traffic * scores / ctx.hbm_rate
+    elif recompute == "op":
+        # torchtitan's per-op policy recomputes in backward every op whose output it did not
+        # keep: the matmuls it skips, the routed experts and the router, and every
+        # elementwise kernel; not the attention kernel (kept) nor the all-to-alls.
+        _, skipped = _op_sac_kept(model, moe)
+        redo = sum(gemm(tokens / (tp if sp else 1), i, o) if kind == "replicated"
+                   else gemm(tokens, i, o / tp) if kind == "column" else gemm(tokens, i / tp, o)
+                   for _, i, o, kind in skipped)
+        if moe:
+            redo += experts_s + gemm(tokens, h, model.experts)
+        layer.recompute_s = redo + elementwise
     else:
         layer.recompute_s = 0.0
-    passes = 3 if recompute == "full" else 2  # passes that issue this layer's collectives: forward(s) + backward
+    # passes that issue this layer's collectives: forward(s) + backward; per-op checkpointing
+    # keeps the reduce-scatters' outputs but gathers the sequence again (all_gather is not
+    # on its save list): half a pass more
+    passes = 3 if recompute == "full" else 2.5 if recompute == "op" else 2
     # TP: two AllReduces (or ReduceScatter + AllGather with SP: the same bytes) per pass
     # (Shoeybi 2019; Korthikanti 2022 Sec. 4.2.2), blocking: the next op consumes them.
     message = ACTIVATION_BYTES * tokens * h
@@ -279,9 +377,13 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap
         layer.tp_s = overlap.hidden_comm("tp", 2 * passes * tp_once, forward).exposed_s  # the window is always 0
     # CP: ring attention passes K and V blocks cp-1 times per layer and pass (Liu et al.
     # 2023); backward moves K, V and their gradients; hidden behind the attention blocks.
+    # With MLA the ring carries the rebuilt per-head K and V, not the latent: Megatron-Core
+    # up-projects them before its core attention (multi_latent_attention.py hands query,
+    # key, value to TEDotProductAttention, whose context-parallel ring exchanges K and V).
     if cp > 1:
         latency, per_byte = _cost(ctx, "sendrecv", tp, cp)
-        block = 2.0 * ACTIVATION_BYTES * tokens * model.kv_hidden / tp
+        _, k_width, v_width, _ = model.attention_widths
+        block = ACTIVATION_BYTES * tokens * (k_width + v_width) / tp
         ring = (cp - 1) * (latency + block * per_byte)
         forward_cp = overlap.hidden_comm("cp", ring, attention).exposed_s
         backward_cp = overlap.hidden_comm("cp", 2 * ring, 2 * attention).exposed_s
@@ -289,26 +391,61 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap
     else:
         layer.cp_s = 0.0
     # EP: All-to-All dispatch and combine per pass, k copies of each token (article's EP
-    # ledger, models.experts.moe_alltoall_bytes), nothing to hide behind.
+    # ledger, models.experts.moe_alltoall_bytes), or DeepEP's (_deepep_s); nothing to hide behind.
     if moe and ep > 1:
-        send = ACTIVATION_BYTES * tokens * model.top_k * h / tp
-        layer.ep_s = overlap.hidden_comm("ep", 2 * passes * ctx.collective_s("alltoall", send, tp, ep), 0.0).exposed_s
+        if dispatch[0] == "deepep":
+            one_s = _deepep_s(ctx, tokens * h / tp, tp, ep, dispatch[1])
+        else:
+            one_s = ctx.collective_s("alltoall", ACTIVATION_BYTES * tokens * model.top_k * h / tp, tp, ep)
+        layer.ep_s = overlap.hidden_comm("ep", 2 * passes * one_s, 0.0).exposed_s
     else:
         layer.ep_s = 0.0
-    layer.ledger_bytes, _ = _layer_ledger(model, s_local, mb, tp, sp, recompute, flash, moe)
-    layer.working_bytes = ledger if recompute == "full" else 0.0  # the layer being recomputed
+    layer.ledger_bytes, _ = _layer_ledger(model, s_local, mb, tp, sp, recompute, flash, moe, ep)
+    # the layer being recomputed holds its whole forward again during its backward
+    layer.working_bytes = ledger if recompute in ("full", "op") else 0.0
     # the largest weight matrix on this rank: what DeepSpeed gathers at once (one sub-module)
     width = model.expert_ffn if moe else model.ffn
-    layer.largest_matrix = max(h * (h + 2 * model.kv_hidden), glu * h * width) / tp
+    qkv = (max(i * o for _, i, o, _ in model.attention_matmuls()) if model.mla
+           else h * (h + 2 * model.kv_hidden))
+    layer.largest_matrix = max(qkv, glu * h * width) / tp
+    attention_params = model.attention_rank_params(tp)
     if moe:
-        layer.params = (model.attention_params + model.shared_experts * model.expert_params) / tp \
+        layer.params = attention_params + model.shared_experts * model.expert_params / tp \
             + h * model.experts + 2 * h
         layer.expert_params = model.experts * model.expert_params / (tp * ep)
     else:
-        layer.params = (model.attention_params + model.dense_mlp_params) / tp + 2 * h
+        layer.params = attention_params + model.dense_mlp_params / tp + 2 * h
         layer.expert_params = 0.0
     ctx.layer_cache[key] = layer
     return layer
+
+
+def _deepep_s(ctx, elements, tp, ep, routing):
+    """Seconds of one DeepEP dispatch (or combine, its mirror) of ``elements`` hidden values
+    per rank over an EP group of ``ep`` ranks ``tp`` apart (DeepEP's normal kernels,
+    docs/legacy.md; DeepSeek-V3 Sec. 3.2.2): a token crosses the network once per node it is
+    routed to, to the GPU of the same in-node index there, an All-to-All among the group's
+    nodes of D_node copies per token; there, and on its own node, it goes over NVLink once
+    to each GPU holding its experts, an All-to-All among the group's GPUs in a node of
+    D_rank copies per token. The two run at once ("communications via IB and NVLink are
+    fully overlapped", DeepSeek-V3 Sec. 3.2.2), so the slower one sets the time. D_node and
+    D_rank: models.experts.expected_holders_reached for the model's group-limited routing,
+    or for AutoModel's round-robin gate (one group of k consecutive experts per token)."""
+    model = ctx.model
+    g = ctx.cluster.gpus_per_node
+    per_node = max(1, min(ep, g // tp)) if tp < g else 1
+    nodes = ep // per_node
+    if routing == "round_robin":
+        groups, limit = model.experts // model.top_k, 1
+    else:
+        groups, limit = model.route_groups, model.route_group_limit
+    on_ranks = experts.expected_holders_reached(model.experts, model.top_k, ep, groups, limit)
+    nvlink_s = ctx.collective_s("alltoall", ACTIVATION_BYTES * elements * on_ranks, tp, per_node)
+    if nodes == 1:
+        return nvlink_s
+    on_nodes = experts.expected_holders_reached(model.experts, model.top_k, nodes, groups, limit)
+    network_s = ctx.collective_s("alltoall", ACTIVATION_BYTES * elements * on_nodes, tp * per_node, nodes)
+    return max(network_s, nvlink_s)
 
 
 def _stage_layout(ctx, pp, v):
@@ -401,11 +538,11 @@ class _Terms:
 
 
 def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch, framework="megatron",
-           tp_overlap=False, shard_group=0, grad_reduce="fp32"):
+           tp_overlap=False, shard_group=0, grad_reduce="fp32", dispatch=("alltoall", "router")):
     """Per-microbatch seconds and per-rank bytes of a layout (every pipeline rank that
     differs), everything but the ZeRO stage's share."""
     key = (tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch, framework, tp_overlap,
-           shard_group, grad_reduce)
+           shard_group, grad_reduce, dispatch)
     cached = ctx.terms_cache.get(key)
     if cached is not None:
         return cached
@@ -417,7 +554,8 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
     sp = sp and tp > 1
     tp_overlap = tp_overlap and sp
     dense = _layer(ctx, tp, cp, mb, 1, sp, recompute, flash, False, framework, tp_overlap) if ctx.has_dense else None
-    moe = _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, True, framework, tp_overlap) if model.experts > 1 else None
+    moe = _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, True, framework, tp_overlap,
+                 dispatch) if model.experts > 1 else None
     tokens = mb * (s // cp)
     outside = tp if sp else 1
     # The output layer and loss on the last rank: logit GEMM forward, twice that backward,
@@ -518,19 +656,29 @@ def _group_lines(ctx, tp, shard, ep, framework):
 def _step_flops(ctx, recompute, global_batch):
     """(model FLOPs, hardware FLOPs, tokens) of one step: 6N + 12·L·h·s per token (PaLM,
     Chowdhery 2022 App. B; Narayanan 2021 Eq. 3 without recomputation = Korthikanti Eq. 7),
-    plus a recomputed forward of the layers (2N_layers + 4·L·h·s, full) or of the attention
-    core alone (4·L·h·s, selective: Korthikanti App. A) for hardware FLOPs."""
+    plus a recomputed forward of the layers (2N_layers + 4·L·h·s, full), of the attention
+    core alone (4·L·h·s, selective: Korthikanti App. A), or of the matmuls torchtitan's
+    per-op policy does not keep (op) for hardware FLOPs. With MLA the attention core's
+    12·h becomes 6·n_h(2d_h + d_h^R) (``Transformer.attention_core_width``)."""
     key = ("flops", recompute, global_batch)
     result = ctx.link_cache.get(key)
     if result is None:
         model = ctx.model
         tokens = float(global_batch) * model.seq_len
-        attention = 12.0 * model.layers * model.hidden * model.seq_len
+        attention = 6.0 * model.layers * model.attention_core_width * model.seq_len
         flops = tokens * (6.0 * ctx.active + attention)
         if recompute == "full":
             extra = tokens * (2.0 * (ctx.active - model.vocab * model.hidden) + attention / 3)
         elif recompute == "selective":
             extra = tokens * attention / 3
+        elif recompute == "op":
+            redo = 0.0
+            for moe, count in ((False, model.layers - model.moe_layers), (True, model.moe_layers)):
+                skipped = sum(i * o for _, i, o, _ in _op_sac_kept(model, moe)[1])
+                if moe:
+                    skipped += model.top_k * model.expert_params + model.hidden * model.experts
+                redo += count * skipped
+            extra = tokens * 2.0 * redo
         else:
             extra = 0.0
         result = (flops, flops + extra, tokens)
@@ -753,6 +901,13 @@ def _check(model, cluster, plan):
             raise ValueError(f"ep={plan.ep} needs a mixture-of-experts model (experts > 1)")
         divides("ep", plan.ep, "experts", model.experts)
         divides("ep", plan.ep, "dp*cp", plan.dp * plan.cp)
+        per_node = max(1, cluster.gpus_per_node // plan.tp)
+        if plan.ep_dispatch == "deepep" and plan.ep > per_node and plan.ep % per_node:
+            raise ValueError(f"ep_dispatch='deepep' with ep={plan.ep}: DeepEP forwards between whole nodes, so ep "
+                             f"must be a multiple of the {per_node} EP ranks a node holds")
+        if plan.ep_routing == "round_robin" and model.experts % model.top_k:
+            raise ValueError(f"ep_routing='round_robin' prices blocks of top_k={model.top_k} consecutive experts: "
+                             f"top_k must divide experts={model.experts}")
     if plan.pp > model.layers:
         raise ValueError(f"pp={plan.pp} must be <= layers={model.layers} (a pipeline rank needs a layer)")
     chunks = plan.pp * plan.virtual_stages
@@ -772,7 +927,8 @@ def predict(model, cluster, plan):
     ctx = _context(model, cluster, keep=False)
     terms = _terms(ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.microbatch, plan.virtual_stages,
                    plan.recompute, plan.sequence_parallel, plan.schedule, plan.flash_attention, plan.global_batch,
-                   plan.framework, plan.tp_comm_overlap, plan.shard_group, plan.grad_reduce)
+                   plan.framework, plan.tp_comm_overlap, plan.shard_group, plan.grad_reduce,
+                   (plan.ep_dispatch, plan.ep_routing))
     return _finish(ctx, terms, plan.zero, detail=True)
 
 

