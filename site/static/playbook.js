@@ -265,7 +265,7 @@ setTimeout(function (ownScript) {
     // A missing runtime file, or a wasm file served with the wrong type, makes Pyodide
     // hang without a word: ask the server first, so the page can say so at once.
     preflight();
-    setTimeout(function () { if (!worker.ready && !worker.failed) root.dataset.python = "slow"; }, SLOW_START_MS);
+    setTimeout(function () { if (!worker.ready && !worker.failed && !worker.losses) root.dataset.python = "slow"; }, SLOW_START_MS);
   }
 
   function preflight() {
@@ -906,8 +906,10 @@ setTimeout(function (ownScript) {
         this.writeControls(view.controls, writeFields, view.limits, view.hints);
         paintView(element, view);
         this.markState(view.fragment);
+      } catch (error) {  // (a chart plotly refuses, say): this figure's error, not the page's
+        this.showError("its drawing could not be shown: " + ((error && error.message) || error));
       } finally {
-        this.settle();  // a paint that throws (reported as a page error) must not leave the figure busy
+        this.settle();  // a paint that throws must not leave the figure busy
       }
       return;
     }

@@ -56,7 +56,7 @@ const WATCH_TICK_MS = 250;
 const STALL_TICKS = 12;  // 3 s of an idle thread with nothing arriving
 // While loadPyodide runs, the wasm is compiled on other threads: nothing arrives and
 // this thread is free, for longer on a slow phone; a stall there is a hung runtime.
-const COMPILE_STALL_TICKS = 60;  // 15 s of an idle thread
+const COMPILE_STALL_TICKS = 40;  // 10 s of an idle thread (measured here: at most 1 idle tick in a row)
 const startWatch = { idle: 0, limit: STALL_TICKS, last: performance.now(), timer: 0, paused: false, stage: "" };
 function progressed() { startWatch.idle = 0; }
 function watchStage(stage, limit) {
