@@ -53,16 +53,23 @@ say({ type: "progress", step: 1 });  // this script runs: the page's own watchdo
 // stall), so a slow phone is judged as a desktop is. A WebAssembly that does not compile
 // is said at once (Pyodide swallows the error and waits for ever; `watchCompile`).
 const WATCH_TICK_MS = 250;
-const STALL_TICKS = 12;  // 3 s of an idle thread with nothing arriving
+const STALL_TICKS = 16;  // 4 s of an idle thread with nothing arriving, once the downloads answer
+// Until the first answer, a slow link's round trips (seconds on a 2G phone) get longer.
+const FIRST_ANSWER_TICKS = 32;  // 8 s
 // While loadPyodide runs, the wasm is compiled on other threads: nothing arrives and
 // this thread is free, for longer on a slow phone; a stall there is a hung runtime.
 const COMPILE_STALL_TICKS = 40;  // 10 s of an idle thread (measured here: at most 1 idle tick in a row)
-const startWatch = { idle: 0, limit: STALL_TICKS, last: performance.now(), timer: 0, paused: false, stage: "" };
-function progressed() { startWatch.idle = 0; }
-function watchStage(stage, limit) {
+const startWatch = { idle: 0, limit: STALL_TICKS, steady: STALL_TICKS, last: performance.now(), timer: 0, paused: false, stage: "" };
+function progressed() {
+  startWatch.idle = 0;
+  startWatch.limit = startWatch.steady;
+}
+// `limit`: idle ticks allowed in this stage; `first`: until its first progress.
+function watchStage(stage, limit, first) {
   startWatch.stage = stage;
-  startWatch.limit = limit || STALL_TICKS;
+  startWatch.steady = limit || STALL_TICKS;
   progressed();
+  startWatch.limit = first || startWatch.steady;
 }
 startWatch.timer = setInterval(function () {
   const now = performance.now(), late = now - startWatch.last > 3 * WATCH_TICK_MS;
@@ -123,7 +130,7 @@ async function start() {
   // 'wasm-unsafe-eval') and then waits for ever: compile the smallest module first, so
   // the page hears why instead.
   await WebAssembly.compile(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]));
-  watchStage("downloading the figures' Python");
+  watchStage("downloading the figures' Python", STALL_TICKS, FIRST_ANSWER_TICKS);
   const archive = download(ARCHIVE).then((response) => new Response(counted(response.body)).arrayBuffer());
   await Promise.all(PYODIDE_FILES.map(function (name) {
     return download(PYODIDE + name).then((response) => counted(response.body).pipeTo(new WritableStream()));
