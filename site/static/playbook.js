@@ -980,6 +980,7 @@ setTimeout(function (ownScript) {
     status.hidden = false;
     status.textContent = message;
     if (retry) status.append(" ", retryButton(retry));
+    element.querySelectorAll('[data-role="error"] [data-role="retry"]').forEach(function (button) { button.remove(); });  // nothing to retry with
     element.querySelector('[data-role="controls"]').setAttribute("inert", "");
     // Tries and Reset could only set a live figure; Copy link still gives its address.
     element.querySelectorAll('[data-role="tries"], [data-role="reset"]').forEach(function (node) { node.hidden = true; });

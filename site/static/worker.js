@@ -105,7 +105,8 @@ function watchCompile() {
         progressed();
         return result;
       }, function (error) {
-        startFailed("Python's WebAssembly did not compile (" + ((error && error.message) || error) + ")");
+        console.warn(error);  // the compiler's own words, for whoever looks
+        startFailed("Python's WebAssembly did not compile");
         throw error;
       });
     };
