@@ -101,7 +101,7 @@ def test_a_lost_worker_is_restarted_once_and_a_second_loss_stops_the_figures_on_
       slider.value = '24';
       slider.dispatchEvent(new Event('input', {bubbles: true}));
     }""")
-    page.wait_for_function(PYTHON_IS, arg="restarting", timeout=10_000)
+    page.wait_for_function(PYTHON_IS, arg="restarting", timeout=15_000)
     detected_s = time.monotonic() - lost
     assert page.is_visible("[data-role=worker-note]") and "starting them again" in page.text_content("[data-role=worker-note]")
     page.wait_for_function(PYTHON_IS, arg="ready", timeout=90_000)
@@ -127,7 +127,7 @@ def test_a_lost_worker_is_restarted_once_and_a_second_loss_stops_the_figures_on_
     assert page.get_attribute("#fig-15 [data-role=controls]", "inert") is not None
     assert session.page_errors == []
     print(f"lost worker detected in {detected_s:.1f} s; wedged worker in {stopped_s:.1f} s")
-    assert detected_s < 8 and stopped_s < 8
+    assert detected_s < 10 and stopped_s < 10  # ~4 s of on-time beats (playbook.js SILENT_BEATS), slack for a loaded machine
 
 
 def wait_for_start_failure(page, started):
@@ -174,7 +174,7 @@ def test_a_download_that_stalls_is_said_within_seconds_and_retry_starts_the_figu
         seconds, status = wait_for_start_failure(page, held[0])
         print(f"stalled download said in {seconds:.1f} s")
         # 4 s of an idle worker thread once the other files came (worker.js STALL_TICKS), however slow its CPU
-        assert seconds < 8 and "stopped making progress" in status, status
+        assert seconds < 10 and "stopped making progress" in status, status
         session.context.unroute("**/pyodide.asm.wasm")
         page.click("#fig-15 [data-role=status] [data-role=retry]")
         page.wait_for_function(PYTHON_IS, arg="ready", timeout=90_000)
