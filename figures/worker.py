@@ -12,8 +12,9 @@ where ``view`` holds everything a state paints: the validated ``state``, its URL
 ``fragment``, every control's position and shown text, the ``max`` of each slider whose
 range the state narrows (``Figure.slider_limits``), the SVG, the Plotly spec, the
 readouts (markup, and per-readout slots so the page rewrites only changed numbers),
-note, text alternative and HTML block. ``error`` is set when the figure's render
-raised: the page shows it in that figure only.
+note, text alternative and HTML block. ``error`` is set when anything the call did for
+that figure raised (its render, its press, a message the worker could not read, a module
+that would not import): the page shows it in that figure only, and the others go on.
 
 Because ``render`` is pure, a state's view is rendered once and kept (its JSON text,
 up to ``VIEW_CACHE_SIZE`` per figure). While no call is waiting, the worker renders
@@ -71,6 +72,23 @@ def _dumps(value):
 
 def _state_key(state):
     return tuple(sorted(state.items()))
+
+
+def failure_answer(number, state, error):
+    """The answer to a call that raised for figure ``number`` (a render, a press, a
+    message the worker could not read): the page shows ``error`` in that figure only
+    ("This figure stopped: ..."), and the other figures go on."""
+    print(f"figure {number}: " + "".join(traceback.format_exception(error)))
+    message = f"{type(error).__name__}: {error}"
+    return _dumps({"number": number, "errors": {}, "view": None, "state": state, "error": message})
+
+
+def _figure_number(number):
+    """A call's figure number as the page sent it: an int when it reads as one."""
+    try:
+        return int(number)
+    except (TypeError, ValueError):
+        return None
 
 
 class FigureSession:
@@ -202,9 +220,7 @@ class FigureSession:
 
     def failure(self, state, error):
         """The answer when the figure raised: the page shows ``error`` in this figure only."""
-        print(f"figure {self.figure.number:02d}: " + "".join(traceback.format_exception(error)))
-        message = f"{type(error).__name__}: {error}"
-        return _dumps({"number": self.figure.number, "errors": {}, "view": None, "state": state, "error": message})
+        return failure_answer(self.figure.number, state, error)
 
     # -- rendering ahead ----------------------------------------------------------
     def plan_ahead(self, state, raw=None):
@@ -342,39 +358,72 @@ class Worker:
         self.last_call = 0.0
         self.uncollected = 0  # calls and render-ahead turns since the last collection
         self.narrow = False  # the page's column is a phone's (``layout``)
+        self.unloadable = {}  # figure number -> why its module could not be imported
 
     def _session(self, number):
         number = int(number)
         session = self.sessions.get(number)
         if session is None:
-            session = self.sessions[number] = FigureSession(figures.load(number), self.narrow)
+            if number in self.unloadable:
+                raise self.unloadable[number]
+            try:
+                figure = figures.load(number)
+            except Exception as error:  # one broken module: that figure's error, every time it is asked
+                self.unloadable[number] = error
+                raise
+            session = self.sessions[number] = FigureSession(figure, self.narrow)
         return session
+
+    def _contained(self, number, answer, state_json=""):
+        """``answer()``, one call's answer for figure ``number``; if it raises (a broken
+        figure, a message the worker cannot read), that figure's error answer instead:
+        one figure's failure never reaches the page as the worker's."""
+        try:
+            return answer()
+        except Exception as error:
+            try:
+                state = json.loads(state_json) if state_json else None
+            except Exception:
+                state = None
+            return failure_answer(_figure_number(number), state, error)
 
     def layout(self, narrow_json):
         """The page's column is narrow (a phone) or not: the figures are rendered for it
         from now on. When that changes (a phone turned), every view kept here was drawn for
         the other width and is dropped, as the page drops its own; each figure that lays
         itself out narrow starts its render-ahead again."""
-        narrow = bool(json.loads(narrow_json))
+        try:
+            narrow = bool(json.loads(narrow_json))
+        except Exception as error:  # the column stays as it was; no figure is hurt
+            print("layout: " + "".join(traceback.format_exception(error)))
+            return ""
         if narrow == self.narrow:
             return ""
         self.narrow = narrow
         for number, session in list(self.sessions.items()):
-            if session.figure.lays_out_narrow:
-                fresh = self.sessions[number] = FigureSession(session.figure, narrow)
-                fresh.last = session.last
-                if session.center is not None:
-                    fresh.plan_ahead(session.center)
-            else:
-                session.narrow = narrow
+            try:
+                if session.figure.lays_out_narrow:
+                    fresh = self.sessions[number] = FigureSession(session.figure, narrow)
+                    fresh.last = session.last
+                    if session.center is not None:
+                        fresh.plan_ahead(session.center)
+                else:
+                    session.narrow = narrow
+            except Exception as error:  # that figure starts afresh on its next call; the others are relaid
+                print(f"figure {number} (layout): " + "".join(traceback.format_exception(error)))
+                self.sessions.pop(number, None)
         self.wake()
         return ""
 
     def load_next(self):
-        """Import one figure not yet imported (while idle after start); False when all are."""
+        """Import one figure not yet imported (while idle after start); False when all are.
+        A module that cannot be imported is left for its figure's calls to report."""
         for number in self.known:
-            if number not in self.sessions:
-                self._session(number)
+            if number not in self.sessions and number not in self.unloadable:
+                try:
+                    self._session(number)
+                except Exception:
+                    pass
                 return True
         return False
 
@@ -390,25 +439,27 @@ class Worker:
 
     def update(self, number, readings_json, values_json, state_json):
         """The reader moved controls (``readings``: every control's reading) or clicked a
-        part of the drawing that sets ``values``; ``state``: the last good state."""
-        session = self._session(number)
-        fallback = session.state_from(state_json)
-        raw = session.values_from_readings(json.loads(readings_json or "{}"))
-        raw.update(json.loads(values_json or "{}"))
-        state, errors = session.figure.check_state(raw, fallback=fallback)
-        errors = {key: message for key, message in errors.items() if isinstance(session.figure.control(key), Number)}
-        self._touch(session, state, raw)
-        return session.answer(state, errors)
+        part of the drawing that sets ``values``; ``state``: the last good state. Anything
+        that raises on the way is this figure's error (``_contained``)."""
+        def answer():
+            session = self._session(number)
+            fallback = session.state_from(state_json)
+            raw = session.values_from_readings(json.loads(readings_json or "{}"))
+            raw.update(json.loads(values_json or "{}"))
+            state, errors = session.figure.check_state(raw, fallback=fallback)
+            errors = {key: message for key, message in errors.items() if isinstance(session.figure.control(key), Number)}
+            self._touch(session, state, raw)
+            return session.answer(state, errors)
+        return self._contained(number, answer, state_json)
 
     def press(self, number, key, state_json):
-        session = self._session(number)
-        state = session.state_from(state_json)
-        try:
+        def answer():
+            session = self._session(number)
+            state = session.state_from(state_json)
             state = session.figure.press(key, state)
-        except Exception as error:  # a broken button must not break the page
-            return session.failure(state, error)
-        self._touch(session, state)
-        return session.answer(state)
+            self._touch(session, state)
+            return session.answer(state)
+        return self._contained(number, answer, state_json)
 
     def restore(self, fragment):
         """A link's state (``#fig-15:P=8,m=16``): the answer, or "null" if the fragment
@@ -416,18 +467,24 @@ class Worker:
         decoded = decode_fragment(str(fragment or ""))
         if decoded is None or decoded[0] not in self.known:
             return "null"
-        session = self._session(decoded[0])
-        state = session.figure.validate_state(decoded[1])
-        self._touch(session, state)
-        return session.answer(state)
+
+        def answer():
+            session = self._session(decoded[0])
+            state = session.figure.validate_state(decoded[1])
+            self._touch(session, state)
+            return session.answer(state)
+        return self._contained(decoded[0], answer)
 
     def touch(self, number, state_json, readings_json=""):
         """The page painted ``state`` from a view it kept (no call was needed) for the
         controls' ``readings``: the reader is there now, so render ahead around it (and
         along the drag, if it is one)."""
-        session = self._session(number)
-        raw = session.values_from_readings(json.loads(readings_json or "{}"))
-        self._touch(session, session.state_from(state_json), raw)
+        try:
+            session = self._session(number)
+            raw = session.values_from_readings(json.loads(readings_json or "{}"))
+            self._touch(session, session.state_from(state_json), raw)
+        except Exception as error:  # only render-ahead is lost; the figure's next call says what broke
+            print(f"figure {number} (touch): " + "".join(traceback.format_exception(error)))
         return ""
 
     def watch(self, numbers_json, on_screen_json=None):
@@ -437,24 +494,27 @@ class Worker:
         self.watched = [int(n) for n in json.loads(numbers_json) if int(n) in self.known]
         if on_screen_json is not None:
             self.on_screen = {int(n) for n in json.loads(on_screen_json)}
-        for number in self.watched:
-            session = self._session(number)
-            if session.center is None:
-                session.plan_ahead(session.figure.default_state())
+        for number in list(self.watched):
+            try:
+                session = self._session(number)
+                if session.center is None:
+                    session.plan_ahead(session.figure.default_state())
+            except Exception:  # a figure that cannot load is not rendered ahead (its calls say why)
+                self.watched.remove(number)
         self.wake()
 
     def rehearsal(self, number, index):
         """The chart of the ``index``-th state near the last one touched (a Plotly spec as
         JSON, or "null"): the page draws it and straight back while the reader is idle,
         so the chart's first real redraws are not its slowest."""
-        session = self._session(number)
-        center = session.center or session.figure.default_state()
-        nearby = nearby_states(session.figure, center, int(index) + 1)
-        if len(nearby) <= int(index):
-            return "null"
         try:
+            session = self._session(number)
+            center = session.center or session.figure.default_state()
+            nearby = nearby_states(session.figure, center, int(index) + 1)
+            if len(nearby) <= int(index):
+                return "null"
             view = json.loads(session.view_json(nearby[int(index)]))
-        except Exception:
+        except Exception:  # a rehearsal is only a warm-up: none, rather than an error
             return "null"
         return _dumps(view["plot"])
 
@@ -466,12 +526,12 @@ class Worker:
         next then gets its nearest states first, not after the one left behind has
         rendered all of its own (the planner lab's: minutes of searches). Returns
         (session or None, seconds to wait before another may be due)."""
-        last = self.sessions[self.touched[-1]] if self.touched else None
+        last = self.sessions.get(self.touched[-1]) if self.touched else None
         in_use = last is not None and (self.on_screen is None or last.figure.number in self.on_screen)
         wait = self.last_call + QUIET_OTHERS_S - time.monotonic() if in_use else 0.0
         if last and last.has_upcoming and wait > 0:
             return last, 0.0
-        due = [session for session in [last] + [self.sessions[n] for n in reversed(self.watched)]
+        due = [session for session in [last] + [self.sessions.get(n) for n in reversed(self.watched)]
                if session and session.has_upcoming]
         if not due:
             return None, 0.0
@@ -482,8 +542,8 @@ class Worker:
     def _dragged(self):
         """The figure last touched, if the state next along the reader's drag is due."""
         if self.touched:
-            session = self.sessions[self.touched[-1]]
-            if session.predicted:
+            session = self.sessions.get(self.touched[-1])
+            if session is not None and session.predicted:
                 return session
         return None
 
@@ -536,8 +596,14 @@ class Worker:
                 await self._idle()
                 continue
             self.collect_if_due()
-            view, aliases = session.render_one_ahead()
             number = session.figure.number
+            try:
+                view, aliases = session.render_one_ahead()
+            except Exception as error:  # this figure renders nothing more ahead; the others go on
+                print(f"figure {number} (ahead): " + "".join(traceback.format_exception(error)))
+                session.upcoming, session.predicted, session.preparing = (), [], None
+                await asyncio.sleep(0)
+                continue
             if view is not None:
                 self.post(f'{{"type":"view","number":{number},"view":{view}}}')
             if aliases:

@@ -147,14 +147,17 @@ setTimeout(function (ownScript) {
 
   const worker = { thread: null, ready: false, failed: false, calls: new Map(), nextCall: 1 };
 
-  // A call of figures/worker.py (Worker.<name>): a promise of its answer text.
+  // A call of figures/worker.py (Worker.<name>): a promise of its answer text. It is
+  // rejected with WORKER_LOST if the worker is gone before it answers (see "Faults").
   function call(name) {
     const args = Array.prototype.slice.call(arguments, 1);
+    if (!worker.ready) return Promise.reject(WORKER_LOST);
     return new Promise(function (resolve, reject) {
       const id = worker.nextCall++;
       const timer = setTimeout(function () {
         worker.calls.delete(id);
-        reject(new Error("no answer from the figures' worker"));
+        reject(WORKER_LOST);
+        workerLost("a call went unanswered for " + REQUEST_TIMEOUT_MS / 1000 + " s");
       }, REQUEST_TIMEOUT_MS);
       worker.calls.set(id, { resolve: resolve, reject: reject, timer: timer });
       worker.thread.postMessage({ id: id, name: name, args: args });
@@ -165,14 +168,18 @@ setTimeout(function (ownScript) {
   // says so in one line; nothing else on the page changes.
   function fail(reason) {
     if (worker.failed) return;
+    if (worker.losses) return workerLost(reason);  // a restart that could not start: the second failure
     worker.failed = true;
     worker.ready = false;
-    if (worker.thread) worker.thread.terminate();  // a worker stuck on a bad file stops using the CPU
+    dropWorker();  // a worker stuck on a bad file stops using the CPU
     console.warn("The live figures are unavailable: " + reason);
-    // Like ready, failed is a final state: said once the whole article is shown.
+    // Like ready, failed is a final state (until Retry): said once the whole article is shown.
     revealed.then(function () {
+      if (!worker.failed) return;  // retried meanwhile
       root.dataset.python = "failed";
-      figures.forEach(function (figure) { figure.unavailable(); });
+      figures.forEach(function (figure) {
+        figure.unavailable("Live figures are unavailable here (" + shortReason(reason) + "): this drawing shows the figure's default state.", retryStart);
+      });
     });
   }
 
@@ -203,6 +210,8 @@ setTimeout(function (ownScript) {
   }
 
   function onWorkerMessage(event) {
+    if (event.target !== worker.thread) return;  // from a worker replaced since
+    heardFromWorker();
     // JSON text: what the worker says on its own; an object: the answer to a call
     if (typeof event.data !== "string") return answered(event.data);
     const message = JSON.parse(event.data);
@@ -221,6 +230,7 @@ setTimeout(function (ownScript) {
   }
 
   function answered(reply) {
+    if ("pong" in reply) return;  // the heartbeat's (heardFromWorker)
     const pending = worker.calls.get(reply.id);
     if (!pending) return;  // timed out already
     worker.calls.delete(reply.id);
@@ -238,18 +248,24 @@ setTimeout(function (ownScript) {
       return fail("the worker could not start: " + error);
     }
     worker.thread.addEventListener("message", onWorkerMessage);
-    worker.thread.addEventListener("error", function (event) { fail(event.message || "the worker stopped"); });
+    const thread = worker.thread;
+    worker.thread.addEventListener("error", function (event) {
+      if (thread !== worker.thread) return;
+      if (worker.ready) workerLost(event.message || "an error in the worker");
+      else fail(event.message || "the worker stopped");
+    });
+    watchStart();
     // Python's start keeps every core busy for seconds: the worker fetches its files now
     // and starts Python once the article is shown (worker.js), or at once in a tab
     // nobody looks at. Ready waits for the article either way.
-    function startPython() { worker.thread.postMessage({ start: true }); }
+    function startPython() { thread.postMessage({ start: true }); }
     revealed.then(startPython);
     if (document.hidden) startPython();
     else document.addEventListener("visibilitychange", function () { if (document.hidden) startPython(); });
     // A missing runtime file, or a wasm file served with the wrong type, makes Pyodide
     // hang without a word: ask the server first, so the page can say so at once.
     preflight();
-    setTimeout(function () { if (!worker.ready && !worker.failed) root.dataset.python = "slow"; }, SLOW_START_MS);
+    setTimeout(function () { if (!worker.ready && !worker.failed && !worker.losses) root.dataset.python = "slow"; }, SLOW_START_MS);
   }
 
   function preflight() {
@@ -265,13 +281,16 @@ setTimeout(function (ownScript) {
 
   function started() {
     worker.ready = true;
-    revealed.then(live);
+    startHeartbeat();
+    revealed.then(worker.losses ? resume : live);
   }
 
   function live() {
     if (worker.failed) return;
     progress(4);
     call("layout", JSON.stringify(narrowQuery.matches)).catch(function () {});  // before any other call
+    if (worker.wentLive) return resume();  // after Retry: the figures carry on where they are
+    worker.wentLive = true;
     narrowQuery.addEventListener("change", relayout);
     figures.forEach(function (figure) { figure.live(); });
     tellWatched();
@@ -357,9 +376,220 @@ setTimeout(function (ownScript) {
       figure.seq += 1;  // newer than any answer still on its way
       figure.paintNow(answer, true, figure.seq);
       figure.element.scrollIntoView();
-    }, function (error) { fail(String(error)); });
+      showCleanedLink(hash, answer);
+    }, function (error) {
+      if (error !== WORKER_LOST) console.warn("a link's state could not be restored: " + error);
+    });
   }
   addEventListener("hashchange", function () { if (worker.ready) restore(location.hash); });
+
+  // ---------------------------------------------------------------------------
+  // Faults: one figure's error stays in that figure; a worker that is gone or stuck is
+  // found by a heartbeat and started again once; a start-up that stops is said, with Retry.
+  //
+  // A figure's call that fails (figures/worker.py answers its error; worker.js, an error
+  // it caught) shows "This figure stopped: ..." in that figure only, with a Retry that
+  // sends its current state again. The worker's thread is watched by a heartbeat: a ping
+  // every HEARTBEAT_MS, answered from JavaScript on the thread Python runs on, so a worker
+  // terminated or wedged in a loop answers none. The watch counts only beats that come on
+  // time (a page thread busy elsewhere, or a hidden tab, counts nothing), so a slow phone
+  // is judged as a desktop is. A worker lost is started again and each figure carries on
+  // from its current state; a second loss stops the live figures, each keeping its last
+  // drawing. Start-up is watched by the worker itself (worker.js: bytes arriving, stages
+  // ending); the page only waits for the worker's first word.
+
+  const WORKER_LOST = new Error("the figures' worker stopped");
+  const HEARTBEAT_MS = 500;
+  const SILENT_BEATS = 8;  // on-time beats with no word from the worker: ~4 s
+  const START_TICK_MS = 250;
+  const SCRIPT_STALL_TICKS = 40;  // on-time ticks before the worker's script says anything: ~10 s
+  const NOTE_SHOWN_MS = 5000;  // how long "Live figures restarted" stays
+  worker.losses = 0;  // workers lost after they were ready (or a restart that did not start)
+
+  // Calls `onTick` every `tickMs`; after `limit` ticks in a row that came on time with no
+  // `progress()` between them, stops and calls `onStall`. A late tick (this thread was
+  // busy) or a hidden page starts the count again: it measures silence, not time.
+  function idleWatch(tickMs, limit, onTick, onStall) {
+    const watch = { idle: 0, last: performance.now() };
+    watch.progress = function () { watch.idle = 0; };
+    watch.stop = function () { clearInterval(watch.timer); };
+    watch.timer = setInterval(function () {
+      const now = performance.now(), late = now - watch.last > 3 * tickMs;
+      watch.last = now;
+      if (late || document.hidden) watch.progress();
+      else if (++watch.idle >= limit) { watch.stop(); return onStall(); }
+      if (onTick) onTick();
+    }, tickMs);
+    return watch;
+  }
+
+  function watchStart() {
+    if (worker.startWatch) worker.startWatch.stop();
+    worker.startWatch = idleWatch(START_TICK_MS, SCRIPT_STALL_TICKS, null, function () {
+      worker.startWatch = null;
+      fail("the figures' worker did not start");
+    });
+  }
+
+  function startHeartbeat() {
+    if (worker.heartbeat) worker.heartbeat.stop();
+    const thread = worker.thread;
+    let beat = 0;
+    worker.heartbeat = idleWatch(HEARTBEAT_MS, SILENT_BEATS, function () {
+      thread.postMessage({ ping: ++beat });
+    }, function () {
+      workerLost("it stopped answering");
+    });
+  }
+
+  function heardFromWorker() {
+    if (worker.startWatch) { worker.startWatch.stop(); worker.startWatch = null; }  // worker.js watches its start
+    if (worker.heartbeat) worker.heartbeat.progress();
+  }
+
+  // The worker goes: its watches stop, and every call waiting on it is rejected (each
+  // figure sends its call again once a worker is ready: LiveFigure.sendAgain).
+  function dropWorker() {
+    [worker.startWatch, worker.heartbeat].forEach(function (watch) { if (watch) watch.stop(); });
+    worker.startWatch = worker.heartbeat = null;
+    worker.ready = false;
+    if (worker.thread) worker.thread.terminate();
+    worker.thread = null;
+    worker.calls.forEach(function (pending) { clearTimeout(pending.timer); pending.reject(WORKER_LOST); });
+    worker.calls.clear();
+  }
+
+  function workerLost(reason) {
+    if (worker.failed) return;
+    if (!worker.ready && !worker.losses) return fail(reason);  // it never started: a start-up failure
+    dropWorker();
+    worker.losses += 1;
+    console.warn("The figures' worker stopped (" + reason + ")");
+    if (worker.losses > 1) return stopLiveFigures();
+    root.dataset.python = "restarting";
+    workerNote("The live figures stopped responding: starting them again…");
+    connect();
+  }
+
+  // A new worker is ready: the figures carry on from their current states (a call lost
+  // with the old worker is sent again), and the worker renders ahead from them.
+  function resume() {
+    if (worker.failed) return;
+    call("layout", JSON.stringify(narrowQuery.matches)).catch(function () {});
+    figures.forEach(function (figure) { figure.resume(); });
+    tellWatched();
+    root.dataset.python = "ready";
+    workerNote("Live figures restarted.", NOTE_SHOWN_MS);
+  }
+
+  function stopLiveFigures() {
+    worker.failed = true;
+    root.dataset.python = "stopped";
+    workerNote("Live figures stopped: each figure shows its last drawing.");
+    figures.forEach(function (figure) {
+      figure.unavailable("Live figures stopped (their worker failed twice): this is the figure's last drawing.");
+    });
+  }
+
+  // Retry after a start-up failure: a new worker, the figures as they were.
+  function retryStart() {
+    if (!worker.failed || worker.losses) return;
+    worker.failed = false;
+    root.dataset.python = "loading";
+    figures.forEach(function (figure) { figure.available(); });
+    connect();
+  }
+
+  // An error in one line (a traceback ends with the error itself), short enough for a status line.
+  function shortReason(reason) {
+    const line = String(reason).split("\n").filter(Boolean).pop() || "unknown error";
+    return line.length > 160 ? line.slice(0, 157) + "…" : line;
+  }
+
+  function retryButton(action) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "retry-button";
+    button.dataset.role = "retry";
+    button.textContent = "Retry";
+    button.addEventListener("click", action);
+    return button;
+  }
+
+  // One short line at the foot of the window, wherever the reader is (a figure's own
+  // status line would shift the article); gone after `shownMs`, if given.
+  let noteTimer = 0;
+  function workerNote(text, shownMs) {
+    let note = document.querySelector('[data-role="worker-note"]');
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "worker-note";
+      note.dataset.role = "worker-note";
+      note.setAttribute("role", "status");
+      document.body.append(note);
+    }
+    note.textContent = text;
+    note.hidden = false;
+    clearTimeout(noteTimer);
+    if (shownMs) noteTimer = setTimeout(function () { note.hidden = true; }, shownMs);
+  }
+
+  // A link restored to a state other than the one it names (a hostile or stale link,
+  // clamped into range): the address bar shows the state the figure shows.
+  function showCleanedLink(hash, answer) {
+    if (!answer.view || answer.error || location.hash !== hash) return;
+    const cleaned = "#" + answer.view.fragment;
+    if (hash !== cleaned) history.replaceState(null, "", cleaned);
+  }
+
+  LiveFigure.prototype.showError = function (reason) {
+    const element = this.element;
+    element.dataset.state = "error";
+    const box = element.querySelector('[data-role="error"]');
+    box.hidden = false;
+    box.textContent = "This figure stopped: " + shortReason(reason) + ".";
+    const self = this;
+    box.append(" ", retryButton(function () { self.retry(); }));
+    console.warn("figure " + this.number + ": " + reason);
+  };
+
+  // Retry after an error: the figure's current state (its controls' readings, the last
+  // good state) is sent again.
+  LiveFigure.prototype.retry = function () {
+    const box = this.element.querySelector('[data-role="error"]');
+    box.hidden = true;
+    box.textContent = "";
+    this.seq += 1;
+    this.dirty = true;
+    this.request();
+  };
+
+  // A call lost with its worker: asked again (from the controls as they read then) once
+  // a worker is ready.
+  LiveFigure.prototype.sendAgain = function (sent) {
+    if (!sent) return;
+    if (sent.item) this.queue.unshift(sent.item);
+    else {
+      this.dirty = true;
+      this.values = Object.assign({}, sent.values, this.values);
+    }
+    this.request();
+  };
+
+  LiveFigure.prototype.resume = function () {
+    if (this.state) call("touch", this.number, JSON.stringify(this.state), JSON.stringify(this.readings())).catch(function () {});
+    if (this.busy()) this.request();
+  };
+
+  // Undo `unavailable` (Retry after a start-up failure).
+  LiveFigure.prototype.available = function () {
+    const element = this.element;
+    const status = element.querySelector('[data-role="status"]');
+    status.hidden = true;
+    status.textContent = "";
+    element.querySelector('[data-role="controls"]').removeAttribute("inert");
+    element.querySelectorAll('[data-role="tries"], [data-role="reset"]').forEach(function (node) { node.hidden = false; });
+  };
 
   // Which figures are near the screen (within 1500 px): the worker renders their nearby
   // states ahead, and a chart coming near loads plotly.js and rehearses its redraw. And
@@ -589,12 +819,15 @@ setTimeout(function (ownScript) {
     const seq = this.seq;
     this.pressing = this.queue.length > 0;
     let writeFields = false;  // a try or Reset rewrites typed fields too
+    let sent;  // what left, to send again should the worker be lost before it answers
     if (this.queue.length) {
       const item = this.queue.shift();
+      sent = { item: item };
       writeFields = "restore" in item;
       pending = writeFields ? call("restore", "#" + item.restore) : call("press", this.number, item.press, state);
     } else if (this.dirty || Object.keys(this.values).length) {
       const values = JSON.stringify(this.values), readings = this.readings();
+      sent = { values: this.values };
       if (values === "{}") asked = this.readingsKey(readings);  // the answer's state is theirs alone
       this.dirty = false;
       this.values = {};
@@ -623,7 +856,8 @@ setTimeout(function (ownScript) {
     }, function (error) {
       self.inflight = false;
       self.pressing = false;
-      fail(String(error));
+      if (error === WORKER_LOST) return self.sendAgain(sent);
+      self.paintNow({ number: self.number, errors: {}, view: null, error: String((error && error.message) || error) }, false, seq);
     });
   };
 
@@ -665,11 +899,7 @@ setTimeout(function (ownScript) {
     this.showFieldErrors(Object.assign({}, answer.view && answer.view.fieldErrors, answer.errors));
     this.markStale(!answer.error && Object.keys(answer.errors || {}).length > 0);
     if (answer.error) {
-      element.dataset.state = "error";
-      const box = element.querySelector('[data-role="error"]');
-      box.hidden = false;
-      box.textContent = "This figure hit an error and stopped updating (" + answer.error + "). The other figures are unaffected.";
-      console.warn("figure " + this.number + ": " + answer.error);
+      this.showError(answer.error);
     } else {
       const view = answer.view;
       this.state = view.state;
@@ -677,8 +907,10 @@ setTimeout(function (ownScript) {
         this.writeControls(view.controls, writeFields, view.limits, view.hints);
         paintView(element, view);
         this.markState(view.fragment);
+      } catch (error) {  // (a chart plotly refuses, say): this figure's error, not the page's
+        this.showError("its drawing could not be shown: " + ((error && error.message) || error));
       } finally {
-        this.settle();  // a paint that throws (reported as a page error) must not leave the figure busy
+        this.settle();  // a paint that throws must not leave the figure busy
       }
       return;
     }
@@ -766,13 +998,17 @@ setTimeout(function (ownScript) {
     if (this.busy()) this.request();
   };
 
-  LiveFigure.prototype.unavailable = function () {  // (after the reveal: controls attached)
+  // `message`: what the figure's status line says; `retry`: the action of a Retry button
+  // beside it, if any.
+  LiveFigure.prototype.unavailable = function (message, retry) {  // (after the reveal: controls attached)
     const element = this.element;
     element.removeAttribute("data-busy");
     if (element.dataset.state !== "error") element.dataset.state = "static";
     const status = element.querySelector('[data-role="status"]');
     status.hidden = false;
-    status.textContent = "Live figures are unavailable here: this drawing shows the figure's default state.";
+    status.textContent = message;
+    if (retry) status.append(" ", retryButton(retry));
+    element.querySelectorAll('[data-role="error"] [data-role="retry"]').forEach(function (button) { button.remove(); });  // nothing to retry with
     element.querySelector('[data-role="controls"]').setAttribute("inert", "");
     // Tries and Reset could only set a live figure; Copy link still gives its address.
     element.querySelectorAll('[data-role="tries"], [data-role="reset"]').forEach(function (node) { node.hidden = true; });

@@ -7,7 +7,9 @@
 // nothing); then {id, name, args}, a call of figures/worker.py (`Worker.<name>`).
 // Worker -> page: {id, value} or {id, error}, the call's answer; and JSON text, what
 // figures/worker.py posts on its own (views rendered ahead, ready, failed) and the
-// start-up progress below.
+// start-up progress below. {ping: n} is answered {pong: n} at once, from JavaScript: the
+// page's watchdog (playbook.js) hears no pong from a worker that is gone or whose thread
+// is stuck (Python runs on this same thread).
 import { loadPyodide } from "__PYODIDE__/pyodide.mjs";
 
 const PYODIDE = new URL("__PYODIDE__/", import.meta.url).href;
@@ -23,21 +25,98 @@ let dispatch = null;  // figures.worker.serve's answer: dispatch(name, ...args) 
 let allowStart;
 const startAllowed = new Promise(function (resolve) { allowStart = resolve; });
 
-// The page calls only once Python has said it is ready.
+// The page calls only once Python has said it is ready. Whatever a message holds, it is
+// answered: a call that raises (or a message that is no call) gets {id, error}, which the
+// page shows in the calling figure only; nothing here may throw (an uncaught error would
+// reach the page as the worker's).
 self.onmessage = function (event) {
-  const request = event.data;
+  const request = event.data || {};
+  if (request.ping) return postMessage({ pong: request.ping });
   if (request.start) return allowStart();
   let reply;
   try {
+    if (!dispatch) throw new Error("Python is not ready");
     reply = { id: request.id, value: dispatch(request.name, ...request.args) };
   } catch (error) {
     reply = { id: request.id, error: String((error && error.message) || error) };
   }
   postMessage(reply);
 };
+say({ type: "progress", step: 1 });  // this script runs: the page's own watchdog hands over to the one below
+
+// ---------------------------------------------------------------------------
+// Start-up watchdog: progress, not a clock. A download that stops (a stalled response)
+// would leave Python "starting" for ever, silently. Each tick of this thread's timer that
+// comes on time, while no byte arrived and no stage ended, counts as idle; STALL_TICKS
+// idle ticks in a row are a stall, and the page is told. A slow network still sends
+// bytes, and a slow CPU keeps this thread busy (its ticks come late, which is work, not a
+// stall), so a slow phone is judged as a desktop is. A WebAssembly that does not compile
+// is said at once (Pyodide swallows the error and waits for ever; `watchCompile`).
+const WATCH_TICK_MS = 250;
+const STALL_TICKS = 16;  // 4 s of an idle thread with nothing arriving, once the downloads answer
+// Until the first answer, a slow link's round trips (seconds on a 2G phone) get longer.
+const FIRST_ANSWER_TICKS = 32;  // 8 s
+// While loadPyodide runs, the wasm is compiled on other threads: nothing arrives and
+// this thread is free, for longer on a slow phone; a stall there is a hung runtime.
+const COMPILE_STALL_TICKS = 40;  // 10 s of an idle thread (measured here: at most 1 idle tick in a row)
+const startWatch = { idle: 0, limit: STALL_TICKS, steady: STALL_TICKS, last: performance.now(), timer: 0, paused: false, stage: "" };
+function progressed() {
+  startWatch.idle = 0;
+  startWatch.limit = startWatch.steady;
+}
+// `limit`: idle ticks allowed in this stage; `first`: until its first progress.
+function watchStage(stage, limit, first) {
+  startWatch.stage = stage;
+  startWatch.steady = limit || STALL_TICKS;
+  progressed();
+  startWatch.limit = first || startWatch.steady;
+}
+startWatch.timer = setInterval(function () {
+  const now = performance.now(), late = now - startWatch.last > 3 * WATCH_TICK_MS;
+  startWatch.last = now;
+  if (late || startWatch.paused) return progressed();
+  if (++startWatch.idle < startWatch.limit) return;
+  clearInterval(startWatch.timer);
+  startFailed(startWatch.stage + " stopped making progress");
+}, WATCH_TICK_MS);
+
+let startHasFailed = false;
+function startFailed(reason) {
+  if (startHasFailed) return;
+  startHasFailed = true;
+  clearInterval(startWatch.timer);
+  say({ type: "failed", error: reason });
+}
+
+// Every chunk of a body, as it arrives, is progress.
+function counted(body) {
+  return body.pipeThrough(new TransformStream({
+    transform(chunk, controller) { progressed(); controller.enqueue(chunk); },
+  }));
+}
+
+// Pyodide compiles its WebAssembly through these and swallows a failure ("wasm
+// instantiation failed!", then waits for ever): a failure is reported here first.
+function watchCompile() {
+  const originals = { instantiate: WebAssembly.instantiate, instantiateStreaming: WebAssembly.instantiateStreaming };
+  Object.keys(originals).forEach(function (name) {
+    WebAssembly[name] = function () {
+      return originals[name].apply(WebAssembly, arguments).then(function (result) {
+        progressed();
+        return result;
+      }, function (error) {
+        console.warn(error);  // the compiler's own words, for whoever looks
+        startFailed("Python's WebAssembly did not compile");
+        throw error;
+      });
+    };
+  });
+  return function () { Object.assign(WebAssembly, originals); };
+}
 
 function download(url) {
   return fetch(url).then(function (response) {
+    progressed();
     if (!response.ok) throw new Error(url + " answered " + response.status);
     return response;
   });
@@ -52,20 +131,30 @@ async function start() {
   // 'wasm-unsafe-eval') and then waits for ever: compile the smallest module first, so
   // the page hears why instead.
   await WebAssembly.compile(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]));
-  const archive = download(ARCHIVE).then((response) => response.arrayBuffer());
+  watchStage("downloading the figures' Python", STALL_TICKS, FIRST_ANSWER_TICKS);
+  const archive = download(ARCHIVE).then((response) => new Response(counted(response.body)).arrayBuffer());
   await Promise.all(PYODIDE_FILES.map(function (name) {
-    return download(PYODIDE + name).then((response) => response.body.pipeTo(new WritableStream()));
+    return download(PYODIDE + name).then((response) => counted(response.body).pipeTo(new WritableStream()));
   }));
+  await archive;
+  startWatch.paused = true;  // waiting for the page is no stall
   await startAllowed;
+  startWatch.paused = false;
   say({ type: "progress", step: 2 });
+  watchStage("starting Python", COMPILE_STALL_TICKS);
+  const compiled = watchCompile();
   const pyodide = await loadPyodide({ indexURL: PYODIDE });
+  compiled();
+  if (startHasFailed) return;
   say({ type: "progress", step: 3 });
+  watchStage("loading the figures");
   pyodide.unpackArchive(await archive, "zip");
   // An import error must reach the page as "failed", not leave it waiting in silence.
   const serve = pyodide.runPython("from figures.worker import serve\nserve");
+  clearInterval(startWatch.timer);  // started: from here on the page's heartbeat watches
   dispatch = serve(function (text) { postMessage(text); });
 }
 
 start().catch(function (error) {
-  say({ type: "failed", error: String((error && error.message) || error) });
+  startFailed(String((error && error.message) || error));
 });

@@ -45,12 +45,14 @@ class PageSession:
             "window.__cspViolations = []; document.addEventListener('securitypolicyviolation',"
             " e => window.__cspViolations.push(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile))")
         # Every Web Worker the page starts, for tests that check or stop it; a test may set
-        # window.__onWorkerPost to see each message the page posts to one.
+        # window.__onWorkerPost to see each message the page posts to one (but the
+        # heartbeat's pings, every 0.5 s: playbook.js "Faults").
         self.page.add_init_script(
             "window.__workers = []; const PageWorker = window.Worker; window.Worker = function (url, options) {"
             " const worker = new PageWorker(url, options); window.__workers.push(worker);"
             " const post = worker.postMessage.bind(worker);"
-            " worker.postMessage = function (message) { if (window.__onWorkerPost) window.__onWorkerPost(message);"
+            " worker.postMessage = function (message) {"
+            " if (window.__onWorkerPost && !(message && message.ping)) window.__onWorkerPost(message);"
             " return post(message); };"
             " return worker; };")
         self.page.on("console", self._on_console)
