@@ -523,7 +523,7 @@ setTimeout(function (ownScript) {
     let note = document.querySelector('[data-role="worker-note"]');
     if (!note) {
       note = document.createElement("p");
-      note.className = "worker-note";
+      note.className = "page-note";
       note.dataset.role = "worker-note";
       note.setAttribute("role", "status");
       document.body.append(note);
