@@ -13,7 +13,8 @@ CAPTION = (
     "the slowest rank; below, that straggler tax against N."
 )
 NOTE = (
-    "The spread is cv = σ/μ, and the hatched grey band is the time the average rank spends waiting. The lower "
+    "The spread is cv = σ/μ, and the hatched grey band is the time a rank at the mean waits in the step drawn, up to "
+    "its slowest rank (a bad card included). The lower "
     "chart puts N on a log axis and draws the exact tax (solid) beside the √(2 ln N) rule of thumb (dashed)."
 )
 TRIES = (
@@ -110,7 +111,8 @@ def render(state, narrow=False):
     ticks = [k * tick for k in range(math.ceil((lo - 1) / tick), math.floor((hi - 1) / tick) + 1)]
     slowest = step.step_s
     parts = [
-        svg.boxes([(px(1), HIST_TOP - 6, px(max(exact, 1 + tax)) - px(1), HIST_H + 6)], class_="fill-idle svg-faint"),
+        # the wait of the rank at the mean in the step drawn: from μ to the slowest rank, whatever set it
+        svg.boxes([(px(1), HIST_TOP - 6, px(max(step.step_s, 1)) - px(1), HIST_H + 6)], class_="fill-idle svg-faint"),
         svg.boxes(((LEFT + k * width, HIST_BOTTOM - HIST_H * c / tallest, width - 1, HIST_H * c / tallest)
                    for k, c in enumerate(counts) if c), class_="fill-compute"),
         svg.segments([(LEFT, HIST_BOTTOM, W - RIGHT, HIST_BOTTOM)] + [(px(1 + v), HIST_BOTTOM, px(1 + v), HIST_BOTTOM + 4) for v in ticks], class_="svg-axis"),

@@ -323,3 +323,15 @@ def test_figure_25_on_a_phone_the_slowest_rank_and_the_tax_fit_one_column(change
     axis = next(box for t, box in boxes if t == "world size N (GPUs, log scale)")
     named = [t for t, box in boxes if box[1] > axis[1] + axis[3]]
     assert named == ["exact", "√(2 ln N) rule"] + ([f"one bad card, +{state['bad']:.0%}"] if state["bad"] else [])
+
+
+@pytest.mark.parametrize("changes", [{"N": 64, "cv": 0.01, "bad": 0.05}, {}, {"N": 8, "cv": 0.2, "bad": 1}, {"cv": 0}])
+def test_figure_25_the_waiting_band_ends_at_the_step_drawn(changes):
+    """With a bad card the band stopped at +5% (the expected tax's lower bound) while the
+    step drawn read +6.35%: the band is the wait of a rank at the mean up to this step's
+    slowest rank, the dot marked 'slowest this step'."""
+    _, view = render(25, **changes)
+    (band,) = rectangles(view, "fill-idle")
+    dot = path_data(view, "svg-ink-fill")[0]  # the slowest rank's dot (the tax plot's comes after)
+    left, r = (float(v) for v in re.match(r"M(-?[\d.]+) [\d.]+a([\d.]+)", dot).groups())
+    assert band[0] + band[2] == pytest.approx(left + r, abs=0.02)
