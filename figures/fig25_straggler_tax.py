@@ -136,9 +136,14 @@ def render(state, narrow=False):
         parts.append(svg.circles([(px(step.shown_times_s[0]), HIST_BOTTOM - 18, 5)], class_="fill-warn"))
         dots.append((px(step.shown_times_s[0]) - 5, HIST_BOTTOM - 23, 10, 10))
         labels.append(_label(layout, px(step.shown_times_s[0]), HIST_BOTTOM - 30, f"bad card (+{fmt.percent(bad, 0)})"))
-    labels.append(_label(layout, px(slowest), HIST_BOTTOM - 10, "slowest this step", soft=True))
+    # a phone's histogram has no 100 units free beside the dot: the short name there
+    labels.append(_label(layout, px(slowest), HIST_BOTTOM - 10, "slowest" if layout.wrap else "slowest this step",
+                         soft=True))
     top = 20 + 15 * (lines - 1)  # the labels stay under the title
-    parts.append(svg.labels(labels, (0, top, W, HIST_BOTTOM - top), obstacles=bars + dots))
+    # the marker lines are obstacles too: no label is crossed by a line it does not name
+    lines = [(px(1) - 1, HIST_TOP - 6, 2, HIST_H + 6), (px(exact) - 1.5, HIST_TOP - 20, 3, HIST_H + 20),
+             (px(rule) - 1, HIST_TOP - 34, 2, HIST_H + 34)]
+    parts.append(svg.labels(labels, (0, top, W, HIST_BOTTOM - top), obstacles=bars + dots + lines))
     tax_panel, height = _tax_panel(layout, n, cv, bad, tax)
     parts += tax_panel
     drawing = svg.document(W, height, parts, label=f"Per-rank step times of {n} ranks and the straggler tax against N")
@@ -204,5 +209,5 @@ def _label(layout, x, y, content, soft=False):
     left = x > layout.flip_x
     sides = ((x - 6, y, "end"), (x + 6, y, "start"))
     first, other = sides if left else sides[::-1]
-    return svg.Label(*first[:2], content, anchor=first[2], alternatives=(other,), moves=("up",),
+    return svg.Label(*first[:2], content, anchor=first[2], alternatives=(other,), moves=("up", "left", "right"),
                      class_="svg-label-soft svg-halo" if soft else "svg-label svg-halo")

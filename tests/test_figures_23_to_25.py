@@ -370,3 +370,16 @@ def test_figure_23_the_n_label_sits_clear_of_every_curve_dot_and_line(narrow):
     found = [(name, hit) for name, state in states
              for hit in marks_through_labels(figure.render(state, narrow=narrow)) if hit[0].startswith("N = ")]
     assert found == []
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_figure_25_no_marker_line_runs_through_a_label(narrow):
+    """'slowest this step' sat across the E[slowest] and rule-of-thumb lines, and
+    'E[slowest] = ...' across the rule's dashed line: the lines are obstacles the labels
+    are placed around, at the default, every control's ends and the bad-card try."""
+    from tests.browser.test_text_overlaps import extreme_states
+    from tests.figure_views import marks_through_labels
+    figure = registry()[25]
+    states = extreme_states(figure) + [("bad", {**figure.default_state(), "N": 64, "cv": 0.01, "bad": 0.05})]
+    found = [(name, hit) for name, state in states for hit in marks_through_labels(figure.render(state, narrow=narrow))]
+    assert found == []
