@@ -130,10 +130,8 @@ def render(state, narrow=False):
     x = _x(state["N"])
     # "N = ..." beside the cursor where no curve, dot or line runs: the curves' segments and the
     # dots are obstacles (at 16K every curve but one ends in the bottom corner it used to sit in)
-    curve_boxes = [(min(x1, x2) - 1, min(y1, y2) - 1, abs(x2 - x1) + 2, abs(y2 - y1) + 2)
-                   for key, _, _, _ in CURVES
-                   for (x1, y1), (x2, y2) in zip(*(( (_x(p.world_size), _y(_values(p)[key])) for p in run)
-                                                   for run in (points, points[1:])))]
+    curve_boxes = [box for key, _, _, _ in CURVES
+                   for box in svg.line_boxes([(_x(p.world_size), _y(_values(p)[key])) for p in points])]
     dots = [(x - 5, _y(now[key]) - 5, 10, 10) for key, _, _, _ in CURVES]
     lines = [(x - 1, TOP, 2, H - BOTTOM - TOP)]
     if 1 <= crit <= SIZES[-1]:
