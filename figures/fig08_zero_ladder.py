@@ -41,6 +41,7 @@ PRIMARY = ("N", "params")  # how many ways the state is sharded, and how big it 
 PARTS = (("params", "Parameters"), ("grads", "Gradients"), ("optimizer", "Optimizer state"))  # palette keys
 KEY = (("memory", "total"), ("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"))
 KEY_ROW_PX = 17
+VERDICT_DROP_PX = 54  # under the three lines of a stage's name
 TOTAL_WIDTH, PART_WIDTH, PART_OFFSETS = 0.84, 0.24, (-0.26, 0.0, 0.26)  # in stages (one apart on the x axis)
 
 
@@ -101,7 +102,11 @@ def render(state):
         "showlegend": False,
     }]
     ticks = [f"{memory.STAGE_LABELS[s]}<br>{memory.comm_volume_psi(s):g}Ψ comm<br>{fmt.gigabytes(ladder[s].total_bytes)}"
-             + ("" if fits[s] else "<br>does not<br>fit") for s in memory.STAGES]  # a phone's stage is ~65 px wide
+             for s in memory.STAGES]
+    # under a stage that does not fit, in the colour of bad: two lines, as a phone's stage is ~65 px wide
+    verdicts = [{"xref": "x", "yref": "paper", "x": s, "y": 0, "yanchor": "top", "yshift": -VERDICT_DROP_PX,
+                 "showarrow": False, "text": "does not<br>fit", "font": {"size": 12, "color": palette.plot("warn")}}
+                for s in memory.STAGES if not fits[s]]
     decades = range(math.ceil(bottom), math.floor(top) + 1)
     hbm_gb = gpu.hbm_bytes / 1e9
     layout = {
@@ -125,7 +130,7 @@ def render(state):
         "annotations": [{"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left", "yanchor": "bottom",
                          "showarrow": False, "align": "left", "font": {"size": 12}, "yshift": 2 * KEY_ROW_PX,
                          "text": f"- - - HBM of one {gpu.short_name}: {fmt.gigabytes(gpu.hbm_bytes)}<br>"
-                                 "log scale, every bar from the floor"}] + _key(),
+                                 "log scale, every bar from the floor"}] + _key() + verdicts,
     }
     states = ladder[chosen]
     stage_name = memory.STAGE_LABELS[chosen]
