@@ -20,7 +20,8 @@ NOTE = (
     "gradients; the compute lane adds up each kind of work over them (forwards, the bubble, backwards) where the "
     "schedule interleaves them. Context and expert parallelism add waiting of their own; with tensor and pipeline "
     "parallelism off, only the last microbatch's backward pass is left to hide the gradient traffic, and the model "
-    "may no longer fit."
+    "may no longer fit. Memory counts model state at 18 bytes per parameter (bf16 weights, fp32 main gradients, "
+    "fp32 master weights and two Adam moments), plus the activations of the microbatches in flight."
 )
 TRIES = (
     ("Data parallelism alone", {"tp": False, "pp": False}),
