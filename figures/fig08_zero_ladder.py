@@ -8,13 +8,13 @@ from models import fmt, hardware, memory
 NUMBER = 8
 TITLE = "The ZeRO ladder"
 CAPTION = (
-    "Per-device bytes of parameters, gradients and optimizer state under plain data parallelism and the three ZeRO "
-    "stages, side by side. The default, 7.5B parameters sharded 64 ways, gives the ZeRO paper's "
+    "Per-device bytes of parameters, gradients and optimizer state, and their total, under plain data parallelism and "
+    "the three ZeRO stages, side by side. The default, 7.5B parameters sharded 64 ways, gives the ZeRO paper's "
     "120 / 31.4 / 16.6 / 1.88 GB."
 )
 NOTE = (
-    "Sizes are in decimal GB (10⁹ bytes), and each stage's label gives its communication volume in units of "
-    "Ψ. As N grows, the bars of ZeRO-1 and ZeRO-2 stop shrinking; only ZeRO-3 shards every part of the ledger."
+    "Sizes are in decimal GB (10⁹ bytes), on a log scale, so nothing is stacked: every bar rises from the floor to "
+    "its own size. Under each stage, its communication volume in units of Ψ and its total. As N grows, the bars of ZeRO-1 and ZeRO-2 stop shrinking; only ZeRO-3 shards every part of the ledger."
 )
 TRIES = (
     ("8-way sharding", {"N": 8}),
@@ -39,15 +39,32 @@ CONTROLS = (
 PRIMARY = ("N", "params")  # how many ways the state is sharded, and how big it is
 
 PARTS = (("params", "Parameters"), ("grads", "Gradients"), ("optimizer", "Optimizer state"))  # palette keys
+KEY = (("memory", "total"), ("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"))
+KEY_ROW_PX = 17
+VERDICT_DROP_PX = 54  # under the three lines of a stage's name
+TOTAL_WIDTH, PART_WIDTH, PART_OFFSETS = 0.84, 0.24, (-0.26, 0.0, 0.26)  # in stages (one apart on the x axis)
 
 
-def _log_range(low, high, plot_px=276, headroom_px=44):
+def _log_range(low, high, plot_px=248, headroom_px=12):
     """The y axis, in decades: from the decade at or below ``low`` to above ``high``, with
-    ``headroom_px`` left over the tallest bar for its two-line label."""
+    ``headroom_px`` left over the tallest bar (its total is named under the axis)."""
     bottom = math.floor(math.log10(low))
     top = math.log10(high)
     top += (top - bottom) * headroom_px / (plot_px - headroom_px)
     return bottom, top
+
+
+def _key():
+    """The bars' colours, two to a row over the plot (a phone's chart is ~290 px wide): a
+    square in the colour (a font colour, so a dark page recolours it with the bars) and the
+    name in ink."""
+    items = []
+    for k, (part, name) in enumerate(KEY):
+        where = {"xref": "paper", "yref": "paper", "x": 0.5 * (k % 2), "y": 1, "xanchor": "left", "yanchor": "bottom",
+                 "showarrow": False, "yshift": KEY_ROW_PX * (1 - k // 2)}
+        items += [{**where, "text": "\u25a0", "font": {"size": 12, "color": palette.plot(part)}},
+                  {**where, "text": name, "font": {"size": 12}, "xshift": 14}]
+    return items
 
 
 def render(state):
@@ -56,54 +73,52 @@ def render(state):
     chosen = state["stage"]
     ladder = {s: memory.model_states_for(state["params"], state["N"], s, state["optimizer"]) for s in memory.STAGES}
     fits = {s: ladder[s].total_bytes <= gpu.hbm_bytes for s in memory.STAGES}
-    labels = {s: f"{memory.STAGE_LABELS[s]}<br>{memory.comm_volume_psi(s):g}Ψ comm" for s in memory.STAGES}
     opacity = {s: 1.0 if s == chosen else 0.35 for s in memory.STAGES}
     # A log axis: at 1T parameters DDP holds 16 TB a device and ZeRO-3 on 1,024 GPUs 15.6 GB,
     # a bar a thousand times shorter; on a linear axis it (and the HBM line) would be under a pixel.
+    # On a log axis a stack lies (a part's share of a bar is not its share of the bytes), so
+    # nothing is stacked: each stage is its total (a wide bar) with its three parts side by
+    # side in front of it, every bar from the axis floor to its own value.
     totals = {s: ladder[s].total_bytes / 1e9 for s in memory.STAGES}
-    bottom, top = _log_range(min(min(totals.values()), gpu.hbm_bytes / 1e9) / 4,
+    parts_gb = [getattr(ladder[s], f"{part}_bytes") / 1e9 for s in memory.STAGES for part, _ in PARTS]
+    bottom, top = _log_range(min(min(parts_gb + list(totals.values())), gpu.hbm_bytes / 1e9) / 4,
                              max(max(totals.values()), gpu.hbm_bytes / 1e9))
-    # One bar trace for all twelve segments, each stacked on its explicit base (the lowest
-    # on the axis floor: a log axis has no zero), with each stack's total (and whether it
-    # fits the GPU) as the text of its top segment: plotly redraws one trace per move instead
-    # of four, and the readouts carry the legend. Each part ends at its running total, so
-    # every boundary reads true against the axis and the HBM line.
     floor = 10.0 ** bottom
-    segments = [(s, name, palette.plot(part), getattr(ladder[s], f"{part}_bytes") / 1e9)
-                for part, name in PARTS for s in memory.STAGES]
-    top_row = len(segments) - len(memory.STAGES)
-    below = dict.fromkeys(memory.STAGES, 0.0)
-    bases, heights = [], []
-    for s, _, _, size in segments:
-        base = max(below[s], floor)
-        bases.append(base)
-        heights.append(max(below[s] + size - base, 0.0))
-        below[s] += size
-    verdict = {s: fmt.gigabytes(ladder[s].total_bytes) + ("" if fits[s] else "<br>does not fit") for s in memory.STAGES}
+    bars = []  # (stage, x, width, name, colour key, GB): the total first, its parts drawn over it
+    for s in memory.STAGES:
+        bars.append((s, s, TOTAL_WIDTH, "Total", "memory", totals[s]))
+        bars += [(s, s + offset, PART_WIDTH, name, part, getattr(ladder[s], f"{part}_bytes") / 1e9)
+                 for (part, name), offset in zip(PARTS, PART_OFFSETS)]
     data = [{
         "type": "bar",
-        "x": [labels[s] for s, _, _, _ in segments],
-        "y": heights,
-        "base": bases,
-        "text": [""] * top_row + [verdict[s] for s, _, _, _ in segments[top_row:]],
-        "textposition": "outside",
-        "constraintext": "none",
-        "textfont": {"size": 12, "color": [palette.plot("capacity" if fits[s] else "warn") for s, _, _, _ in segments]},
-        "cliponaxis": False,
-        "customdata": [[name, size] for _, name, _, size in segments],
-        "marker": {"color": [color for _, _, color, _ in segments], "opacity": [opacity[s] for s, _, _, _ in segments]},
-        "hovertemplate": "%{x}<br>%{customdata[0]}: %{customdata[1]:.3g} GB<extra></extra>",
+        "x": [x for _, x, _, _, _, _ in bars],
+        "width": [width for _, _, width, _, _, _ in bars],
+        "y": [max(size - floor, 0.0) for *_, size in bars],
+        "base": [floor] * len(bars),
+        "text": [""] * len(bars),  # each stage's total is named under it, never beside the HBM line
+        "customdata": [[memory.STAGE_LABELS[s], name, size] for s, _, _, name, _, size in bars],
+        "marker": {"color": [palette.plot(key) for *_, key, _ in bars], "opacity": [opacity[s] for s, *_ in bars]},
+        "hovertemplate": "%{customdata[0]}<br>%{customdata[1]}: %{customdata[2]:.3g} GB<extra></extra>",
         "showlegend": False,
     }]
+    ticks = [f"{memory.STAGE_LABELS[s]}<br>{memory.comm_volume_psi(s):g}Ψ comm<br>{fmt.gigabytes(ladder[s].total_bytes)}"
+             for s in memory.STAGES]
+    # under a stage that does not fit, in the colour of bad: two lines, as a phone's stage is ~65 px wide
+    verdicts = [{"xref": "x", "yref": "paper", "x": s, "y": 0, "yanchor": "top", "yshift": -VERDICT_DROP_PX,
+                 "showarrow": False, "text": "does not<br>fit", "font": {"size": 12, "color": palette.plot("warn")}}
+                for s in memory.STAGES if not fits[s]]
     decades = range(math.ceil(bottom), math.floor(top) + 1)
     hbm_gb = gpu.hbm_bytes / 1e9
     layout = {
         "barmode": "overlay",
         "showlegend": False,
-        "dragmode": False,  # a ladder of four bars has nothing to zoom into; no drag layers to redraw
-        "height": 380,
-        "margin": {"l": 64, "r": 10, "t": 44, "b": 60},
-        "xaxis": {"fixedrange": True},
+        "dragmode": False,  # a ladder of four stages has nothing to zoom into; no drag layers to redraw
+        "height": 420,
+        "margin": {"l": 64, "r": 10, "t": 96, "b": 60 if all(fits.values()) else 92},
+        # upright names (plotly tilts crowded ones), one stage per quarter of the width
+        "xaxis": {"fixedrange": True, "range": [-0.5, len(memory.STAGES) - 0.5], "tickvals": list(memory.STAGES),
+                  "tickangle": 0, "tickfont": {"size": 12}, "showgrid": False,
+                  "ticktext": ticks, "ticklabeloverflow": "allow", "zeroline": False},
         # Decades named in bytes (GB are 10⁹ bytes), set here: no axis title, redrawn on every
         # move (~1 ms); the log scale is said in the key above the plot. ticklabeloverflow
         # "allow": the default ("hide past div") measures every tick label once per label on
@@ -113,9 +128,9 @@ def render(state):
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": hbm_gb, "y1": hbm_gb,
                     "line": {"color": palette.plot("capacity"), "width": 2, "dash": "dash"}}],
         "annotations": [{"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left", "yanchor": "bottom",
-                         "showarrow": False, "align": "left", "font": {"size": 12},
+                         "showarrow": False, "align": "left", "font": {"size": 12}, "yshift": 2 * KEY_ROW_PX,
                          "text": f"- - - HBM of one {gpu.short_name}: {fmt.gigabytes(gpu.hbm_bytes)}<br>"
-                                 "log scale \u00b7 each colour ends at its running total"}],
+                                 "log scale, every bar from the floor"}] + _key() + verdicts,
     }
     states = ladder[chosen]
     stage_name = memory.STAGE_LABELS[chosen]
@@ -139,7 +154,7 @@ def render(state):
                 int(fits[chosen]), None if fits[chosen] else "warn"),
     )
     alt = (
-        f"Stacked bars, on a log scale, of per-device model-state bytes at {fmt.si_count(state['params'])} parameters, "
+        f"Bars, on a log scale, of per-device model-state bytes (each stage's total and its three parts side by side) at {fmt.si_count(state['params'])} parameters, "
         f"sharded {state['N']} ways, {optimizer.label}: "
         + ", ".join(f"{memory.STAGE_LABELS[s]} {fmt.gigabytes(ladder[s].total_bytes)}"
                     + ("" if fits[s] else " (does not fit)") for s in memory.STAGES)

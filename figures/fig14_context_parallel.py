@@ -176,33 +176,44 @@ def _time_chart(state, sweep, ok, top, layout):
     labels = [svg.Label(CHART_LEFT - 6, y(10.0 ** d) + 4, fmt.duration(10.0 ** d), anchor="end", moves=()) for d in decades]
     labels += [svg.Label(x(j), base + 15, f"C={c}", anchor="middle", moves=(),
                          class_="svg-label" if c == C else "svg-label-soft") for j, c in enumerate(POWERS[:7])]
+    axis_labels = len(labels)
     here = [(sweep[i].ring_s, "ring"), (sweep[i].ulysses_s, "Ulysses"), (compute[i], "compute")]
     for seconds, name in here:  # the chosen C's three values, beside their marks
         if seconds:
             labels.append(svg.Label(x(i) + 8, y(seconds) + 4, f"{name} {fmt.duration(seconds)}",
                                     alternatives=((x(i) - 8, y(seconds) + 4, "end"),), moves=("up", "down"),
                                     class_="svg-label svg-halo"))
+    elsewhere = ((x(i) - 8, base - 6, "end"),)  # left of the chosen C; wide, else over the series
+    if not narrow:  # (a phone's row over the chart names the network)
+        elsewhere += ((width - 8, base - CHART_HEIGHT + 6, "end"), (CHART_LEFT, base - CHART_HEIGHT + 6, "start"))
     if not sweep[i].ring_s:
-        labels.append(svg.Label(x(i) + 8, base - 6, "no sends at C = 1", class_="svg-label"))
-    if not ok and narrow:  # the KV heads' reason is in the readouts and over the Ulysses panels
-        labels.append(svg.Label(x(i) + 8, base - 6, f"no Ulysses past C = {kv}", alternatives=((x(i) - 8, base - 6, "end"),),
-                                class_="svg-label"))
-    elif not ok:
-        labels.append(svg.Label(x(i) + 8, base - 6, f"no Ulysses past C = {kv}, one KV head each", class_="svg-label"))
+        labels.append(svg.Label(x(i) + 8, base - 6, "no sends" if narrow else "no sends at C = 1",
+                                alternatives=elsewhere, class_="svg-label"))
+    if not ok:  # the KV heads' reason is in the readouts and over the Ulysses panels (a phone: no room for more)
+        labels.append(svg.Label(x(i) + 8, base - 6, "no Ulysses" if narrow else f"no Ulysses past C = {kv}",
+                                alternatives=elsewhere, class_="svg-label"))
+    edges = []
     for j, t in enumerate(sweep):
         if t.crosses_node and not sweep[j - 1].crosses_node:
             edge = x(j) - slot / 2
+            edges.append((edge - 1.5, base - CHART_HEIGHT - 4, 3, CHART_HEIGHT + 8))
             chosen.append(svg.segments([(edge, base - CHART_HEIGHT - 4, edge, base + 4)], class_="svg-ink-stroke",
                                        stroke_dasharray="4 3"))
             network, row = f"{hardware.LINKS[t.link].short_name} \u2192", base - CHART_HEIGHT + 6
-            if narrow:  # over the chart, named in full where it fits beside the edge
+            if narrow:  # over the chart
                 row = base - CHART_HEIGHT - 14
-                if svg.text_width(network, svg.LABEL_SIZES["svg-label-soft"]) > max(edge - 4, width - edge - 4):
-                    network = "network \u2192"
-            labels.append(svg.Label(edge + 4, row, network, alternatives=((edge - 4, row, "end"),), moves=("down",)))
+            # wide, the name reads from the edge into the network's side (the chosen C's line may be on the other)
+            room = max(edge - 4, width - edge - 4) if narrow else width - 8 - edge - 4
+            if svg.text_width(network, svg.LABEL_SIZES["svg-label-soft"]) > room:  # named in full where it fits
+                network = "network \u2192"
+            # wide, placed before the values and notes (its row in the chart is its own); narrow, after them
+            labels.insert(len(labels) if narrow else axis_labels,
+                          svg.Label(edge + 4, row, network, alternatives=((edge - 4, row, "end"),), moves=("down",)))
     bounds = (0, base - CHART_HEIGHT - 26, width, 46 + CHART_HEIGHT) if narrow else (0, legend + 40, width, base + 20 - legend - 40)
-    if narrow:  # labels pushed in from the right edge go left of the chosen C instead of across its line
-        marks.append((x(i) - 1, base - CHART_HEIGHT - 4, 2, CHART_HEIGHT + 4))
+    # no label across a line: the chosen C's, the node edge's, the three series' (and their marks)
+    marks.append((x(i) - 1.5, base - CHART_HEIGHT - 4, 3, CHART_HEIGHT + 4))
+    if not narrow:  # a phone's chart has no room to keep its haloed values off the node edge and the series too
+        marks += edges + [box for line in (ring, ulysses, wait) for box in svg.line_boxes(line)]
     chosen.append(svg.labels(labels, bounds, obstacles=marks))
     if narrow:
         return [svg.group(series + chosen, class_=svg.KEY), *keys], line - 16

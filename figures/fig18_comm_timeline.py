@@ -9,15 +9,19 @@ NUMBER = 18
 TITLE = "Where each strategy's communication sits"
 CAPTION = (
     "One H100's training step with a lane for each strategy switched on: a thin bar is a collective in flight while "
-    "compute goes on, a tall red bar is time the compute waits for it. It starts from Megatron-LM's layout for its "
-    "145.6B model (TP 8, PP 8, DP 24)."
+    "compute goes on, a tall red bar is time the compute waits for it. It starts from the parallel layout "
+    "Megatron-LM published for its 145.6B model (TP 8, PP 8, DP 24) and counts memory as Megatron-LM does, 18 bytes "
+    "per parameter."
 )
 NOTE = (
     "The step runs forward, backward, then the optimizer. Every toggle keeps the GPUs and the global batch (in "
     "sequences, so in tokens) and only reshares the work; the time axis stays that of the default layout (dashed "
-    "line) unless the step outgrows it. Context and expert parallelism add waiting of their own; with tensor and "
-    "pipeline parallelism off, a whole backward pass of two sequences is left to hide the gradient traffic, and "
-    "the model may no longer fit."
+    "line) unless the step outgrows it. Each replica runs its sequences as microbatches and accumulates their "
+    "gradients; the compute lane adds up each kind of work over them (forwards, the bubble, backwards) where the "
+    "schedule interleaves them. Context and expert parallelism add waiting of their own; with tensor and pipeline "
+    "parallelism off, only the last microbatch's backward pass is left to hide the gradient traffic, and the model "
+    "may no longer fit. Memory counts model state at 18 bytes per parameter (bf16 weights, fp32 main gradients, "
+    "fp32 master weights and two Adam moments), plus the activations of the microbatches in flight."
 )
 TRIES = (
     ("Data parallelism alone", {"tp": False, "pp": False}),
@@ -131,6 +135,14 @@ def _banner(state, step, geo=WIDE):
     return [svg.text(geo.x0, 12 + 16 * i, text, class_=css, style=style) for i, (text, css, style) in enumerate(lines)], 16 * len(lines) + 4
 
 
+def _microbatches(step):
+    """How the replica's sequences are run: microbatches whose gradients accumulate."""
+    if step.microbatches == 1:
+        return f"one microbatch of {fmt.count(step.microbatch_sequences)}"
+    size = "one sequence" if step.microbatch_sequences == 1 else f"{step.microbatch_sequences:,} sequences"
+    return f"{step.microbatches:,} microbatches of {size}"
+
+
 def _lane_label(axis, step, y, geo):
     """The lane's swatch and text above its bar from ``y``: wide, one line (what on the left,
     the wait on the right); on a phone the name and the wait, then what, wrapped. Returns
@@ -158,6 +170,12 @@ def _drawing(state, step, reference, enabled, geo):
     for line in geo.lines(f"Compute ({where})"):
         parts.append(svg.text(x0, y + 12, line, class_="svg-label"))
         y += LABEL_H
+    if step.microbatches > 1:  # what is drawn is a sum: say so, and what the schedule really does
+        schedule = "1F1B runs them one forward, one backward" if lay.pp > 1 else "each runs its forward, then its backward"
+        for line in svg.wrap(f"{_microbatches(step)}, each kind of work summed; {schedule}", x1 - x0,
+                             *svg.label_size("svg-label-soft")):
+            parts.append(svg.text(x0, y + 12, line, class_="svg-label-soft"))
+            y += LABEL_H
     rows.append(y)
     names = []
     waits = any(step.stretches(axis, "exposed") for axis in model.AXES if axis in enabled)
@@ -229,11 +247,14 @@ def render(state, narrow=False):
         *(Readout(f"exposed_{axis}_s", f"waiting on {LANE_LABEL[axis]}", fmt.duration(step.exposed_s(axis)),
                   step.exposed_s(axis), COLOUR[axis]) for axis in model.AXES if axis in enabled),
         Readout("layout", "layout", degrees),
-        Readout("memory_per_gpu_bytes", "memory per GPU (model state at 16 B per parameter, plus activations)", fit, mem.total_bytes, None if mem.fits else "warn"),
+        Readout("memory_per_gpu_bytes", f"memory per GPU (model state at {model.MODEL_STATE_BYTES_PER_PARAM:g} B per "
+                "parameter, plus activations)", fit, mem.total_bytes, None if mem.fits else "warn"),
         Readout("global_batch_tokens", "global batch, the same for every toggle",
                 f"{state['batch']:,} sequences, {fmt.si_count(tokens)} tokens", tokens),
         Readout("replica_sequences", "sequences per replica" + (" (the busiest)" if step.uneven else ""),
                 fmt.count(step.replica_sequences), step.replica_sequences),
+        Readout("microbatches", "microbatches per replica, gradients accumulated", _microbatches(step),
+                step.microbatches),
         Readout("reference_step_s", "the default layout's step (DP, TP, PP)", fmt.duration(reference.step_time_s),
                 reference.step_time_s),
     ]
@@ -242,8 +263,9 @@ def render(state, narrow=False):
     notes = []
     notes.append(("This layout does not fit: it needs " if not mem.fits else "Memory: ")
                  + f"{fmt.data_size(mem.total_bytes)} on each GPU of {fmt.data_size(mem.hbm_bytes)}, model state at "
-                 f"{model.MODEL_STATE_BYTES_PER_PARAM:g} bytes per parameter (bf16 weights and gradients, fp32 master "
-                 "weights and two Adam moments) plus activations"
+                 f"{model.MODEL_STATE_BYTES_PER_PARAM:g} bytes per parameter as Megatron-LM counts it "
+                 f"({model.LEDGER.recipe}) plus the activations of the microbatches in flight "
+                 f"({'up to one per pipeline stage' if lay.pp > 1 else 'one at a time'})"
                  + ("; the timeline shows what the step would cost if it did." if not mem.fits else "."))
     if lay.gpus_used < lay.gpus:
         notes.append(f"With no data axis on, only {fmt.gpus(lay.gpus_used)} of the {lay.gpus} hold the model and "

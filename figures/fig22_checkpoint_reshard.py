@@ -193,23 +193,32 @@ def _write_panel(layout, state, top):
     ]
     here = LEFT + math.log2(state["src"]) / 6 * span
     bottom = y0 + height + 38
+    at_src, ends = {}, []
     for mode, dash in (("gathered", "6 4"), ("sharded", None)):
         ys = [y(t) for t in curves[mode]]
         chosen = mode == state["mode"]
         parts.append(svg.segments(list(zip(xs, ys, xs[1:], ys[1:])), style="stroke:var(--ink)",
                                   stroke_width=2.5 if chosen else 1.2, stroke_dasharray=dash))
-        now = y(_write_time(state["params"], state["write_GBps"], mode, state["src"]).total_s)
-        parts.append(svg.boxes(((here - 3.5, now - 3.5, 7, 7),), class_="svg-ink-fill" if chosen else "svg-neutral-fill"))
-        name = f"{mode}: {fmt.duration(curves[mode][-1])}"
-        if layout.legend:  # a swatch of the line, then its name and its time at 64 ranks
+        at_src[mode] = _write_time(state["params"], state["write_GBps"], mode, state["src"]).total_s
+        parts.append(svg.boxes(((here - 3.5, y(at_src[mode]) - 3.5, 7, 7),),
+                               class_="svg-ink-fill" if chosen else "svg-neutral-fill"))
+        css = "svg-label" if chosen else "svg-label-soft"
+        if layout.legend:  # a swatch of the line, then its name
             parts += [svg.segments([(LEFT, bottom + 8, LEFT + 30, bottom + 8)], style="stroke:var(--ink)",
                                    stroke_width=2.5 if chosen else 1.2, stroke_dasharray=dash),
-                      svg.text(LEFT + 38, bottom + 12, f"{name} by {WRITERS[-1]} ranks",
-                               class_="svg-label" if chosen else "svg-label-soft")]
+                      svg.text(LEFT + 38, bottom + 12, mode, class_=css)]
             bottom += 18
         else:
-            parts.append(svg.text(LEFT + span + 6, ys[-1] + 4, name, class_="svg-label" if chosen else "svg-label-soft"))
-    return parts, bottom + 6 * layout.legend
+            ends.append((ys[-1] + 4, mode))
+    if ends:  # where the curves end close together, their names stack apart, joined to their ends
+        ticks = [svg.text_box(LEFT + k / 6 * span, y0 + height + 16, str(2 ** k), 11, "middle") for k in range(7)]
+        parts.append(svg.end_labels(ends, LEFT + span + 6, leaders_from=LEFT + span, obstacles=ticks, class_="svg-label"))
+    # the squares' times, the readout's numbers: one number per state, never the curves' far ends
+    ranks = fmt.gpus(state["src"]).replace("GPU", "rank")
+    times, count = _paragraph(layout, 0, bottom + 14, f"At {ranks} (the squares): sharded "
+                              f"{fmt.duration(at_src['sharded'])}, gathered {fmt.duration(at_src['gathered'])}",
+                              class_="svg-label")
+    return parts + times, bottom + 20 + 15 * (count - 1)
 
 
 def render(state, narrow=False):

@@ -128,13 +128,35 @@ def render(state, narrow=False):
         parts.append(svg.end_labels([(_y(_values(points[-1])[key]) + 4, label) for key, _, _, label in CURVES], right + 14,
                                     floor=H - BOTTOM, leaders_from=right + 2, class_="svg-label"))
     x = _x(state["N"])
+    # "N = ..." beside the cursor where no curve, dot or line runs: the curves' segments and the
+    # dots are obstacles (at 16K every curve but one ends in the bottom corner it used to sit in)
+    reach = svg.text_width(f"N = {fmt.count(SIZES[-1])}", svg.LABEL_SIZES["svg-label"]) + 8  # how far the label goes
+    near = [p for p in points if abs(_x(p.world_size) - x) <= reach + 8]  # only these curves' stretches can meet it
+    curve_boxes = [box for key, _, _, _ in CURVES
+                   for box in svg.line_boxes([(_x(p.world_size), _y(_values(p)[key])) for p in near])]
+    dots = [(x - 5, _y(now[key]) - 5, 10, 10) for key, _, _, _ in CURVES]
+    lines = [(x - 1, TOP, 2, H - BOTTOM - TOP)]
+    if 1 <= crit <= SIZES[-1]:
+        lines.append((_x(crit) - 1, TOP, 2, H - BOTTOM - TOP))
+    short = layout.legend and state["N"] >= 1024  # a phone's column: "16K", as the axis writes it
+    name = f"N = {state['N'] // 1024}K" if short else f"N = {fmt.count(state['N'])}"
+    # bottom first, then the top, then every row between (fixed spots: no slide search, ~0.5 ms)
+    rows = int((H - BOTTOM - 6 - TOP - 14) // 16)
+    heights = (H - BOTTOM - 6, TOP + 14) + tuple(H - BOTTOM - 6 - 16 * k for k in range(1, rows))
+    first, second = ("end", "start") if x >= right - 60 else ("start", "end")  # near the right edge: left first
+    sides = [(x + (5 if anchor == "start" else -5), y, anchor) for y in heights for anchor in (first, second)]
+    label = svg.Label(*sides[0][:2], name, anchor=sides[0][2], alternatives=sides[1:], moves=(),
+                      class_="svg-label svg-halo")
     parts += [
         svg.segments([(x, TOP, x, H - BOTTOM)], class_=f"svg-ink {svg.KEY}", stroke_width=1),
         *(svg.circles([(x, _y(now[key]), 4.5)], class_=MARKER[colour]) for key, colour, _, _ in CURVES),
-        svg.text(x + 5 if x < right - 60 else x - 5, H - BOTTOM - 6, f"N = {fmt.count(state['N'])}", class_="svg-label",
-                 text_anchor="start" if x < right - 60 else "end"),
+        svg.labels([label], (LEFT, TOP, right - LEFT, H - BOTTOM - TOP), obstacles=curve_boxes + dots + lines),
     ]
-    drawing = svg.document(W, H + 2 * LEGEND_ROW + 10 if layout.legend else H, parts, label=f"Scaling efficiency against world size; the reader's N = {state['N']}")
+    first = H + 2 * LEGEND_ROW + 28 if layout.legend else H + 16  # the sentence's first baseline
+    why, count = _why(layout, here, state, first)
+    parts += why
+    height = first + 18 * (count - 1) + 6
+    drawing = svg.document(W, height, parts, label=f"Scaling efficiency against world size; the reader's N = {state['N']}")
     batch = fmt.count(here.weak_global_batch)
     readouts = (
         Readout("strong_efficiency", "Strong scaling", fmt.percent(now["strong_efficiency"]), now["strong_efficiency"]),
@@ -157,6 +179,25 @@ def render(state, narrow=False):
         f"at N = {fmt.count(crit)}."
     )
     return View(svg=drawing, readouts=readouts, note=note, alt=alt)
+
+
+def _why(layout, here, state, y):
+    """Why the strong curve sits above, on or below the weak one at N, in a sentence under the
+    plot: the two runs differ only in the samples each GPU computes per step, behind which the
+    same AllReduce hides. ``(parts, lines)``."""
+    strong, weak = here.strong_batch_per_device, state["per_device_batch"]
+    per_gpu = "a fraction of a sample" if strong < 1 else f"{fmt.decimal(strong)} sample{'s' if strong != 1 else ''}"
+    if strong > weak:
+        say = (f"At N = {fmt.count(state['N'])} strong scaling runs above weak: each GPU computes {per_gpu} a step, "
+               f"weak scaling's {weak}, so more compute hides the same AllReduce.")
+    elif strong == weak:
+        say = (f"At N = {fmt.count(state['N'])} strong and weak scaling meet: both give each GPU {per_gpu} a step "
+               "and the same AllReduce.")
+    else:
+        say = (f"At N = {fmt.count(state['N'])} strong scaling runs below weak: each GPU computes {per_gpu} a step, "
+               f"weak scaling's {weak}, so less compute hides the same AllReduce.")
+    lines = svg.wrap(say, layout.width - 8, *svg.label_size("svg-label"))
+    return [svg.text(0, y + 18 * k, line, class_="svg-label") for k, line in enumerate(lines)], len(lines)
 
 
 def _legend(top):

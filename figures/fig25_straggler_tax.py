@@ -13,7 +13,8 @@ CAPTION = (
     "the slowest rank; below, that straggler tax against N."
 )
 NOTE = (
-    "The spread is cv = σ/μ, and the hatched grey band is the time the average rank spends waiting. The lower "
+    "The spread is cv = σ/μ, and the hatched grey band is the time a rank at the mean waits in the step drawn, up to "
+    "its slowest rank (a bad card included). The lower "
     "chart puts N on a log axis and draws the exact tax (solid) beside the √(2 ln N) rule of thumb (dashed)."
 )
 TRIES = (
@@ -110,7 +111,8 @@ def render(state, narrow=False):
     ticks = [k * tick for k in range(math.ceil((lo - 1) / tick), math.floor((hi - 1) / tick) + 1)]
     slowest = step.step_s
     parts = [
-        svg.boxes([(px(1), HIST_TOP - 6, px(max(exact, 1 + tax)) - px(1), HIST_H + 6)], class_="fill-idle svg-faint"),
+        # the wait of the rank at the mean in the step drawn: from μ to the slowest rank, whatever set it
+        svg.boxes([(px(1), HIST_TOP - 6, px(max(step.step_s, 1)) - px(1), HIST_H + 6)], class_="fill-idle svg-faint"),
         svg.boxes(((LEFT + k * width, HIST_BOTTOM - HIST_H * c / tallest, width - 1, HIST_H * c / tallest)
                    for k, c in enumerate(counts) if c), class_="fill-compute"),
         svg.segments([(LEFT, HIST_BOTTOM, W - RIGHT, HIST_BOTTOM)] + [(px(1 + v), HIST_BOTTOM, px(1 + v), HIST_BOTTOM + 4) for v in ticks], class_="svg-axis"),
@@ -134,9 +136,14 @@ def render(state, narrow=False):
         parts.append(svg.circles([(px(step.shown_times_s[0]), HIST_BOTTOM - 18, 5)], class_="fill-warn"))
         dots.append((px(step.shown_times_s[0]) - 5, HIST_BOTTOM - 23, 10, 10))
         labels.append(_label(layout, px(step.shown_times_s[0]), HIST_BOTTOM - 30, f"bad card (+{fmt.percent(bad, 0)})"))
-    labels.append(_label(layout, px(slowest), HIST_BOTTOM - 10, "slowest this step", soft=True))
+    # a phone's histogram has no 100 units free beside the dot: the short name there
+    labels.append(_label(layout, px(slowest), HIST_BOTTOM - 10, "slowest" if layout.wrap else "slowest this step",
+                         soft=True))
     top = 20 + 15 * (lines - 1)  # the labels stay under the title
-    parts.append(svg.labels(labels, (0, top, W, HIST_BOTTOM - top), obstacles=bars + dots))
+    # the marker lines are obstacles too: no label is crossed by a line it does not name
+    lines = [(px(1) - 1, HIST_TOP - 6, 2, HIST_H + 6), (px(exact) - 1.5, HIST_TOP - 20, 3, HIST_H + 20),
+             (px(rule) - 1, HIST_TOP - 34, 2, HIST_H + 34)]
+    parts.append(svg.labels(labels, (0, top, W, HIST_BOTTOM - top), obstacles=bars + dots + lines))
     tax_panel, height = _tax_panel(layout, n, cv, bad, tax)
     parts += tax_panel
     drawing = svg.document(W, height, parts, label=f"Per-rank step times of {n} ranks and the straggler tax against N")
@@ -202,5 +209,5 @@ def _label(layout, x, y, content, soft=False):
     left = x > layout.flip_x
     sides = ((x - 6, y, "end"), (x + 6, y, "start"))
     first, other = sides if left else sides[::-1]
-    return svg.Label(*first[:2], content, anchor=first[2], alternatives=(other,), moves=("up",),
+    return svg.Label(*first[:2], content, anchor=first[2], alternatives=(other,), moves=("up", "left", "right"),
                      class_="svg-label-soft svg-halo" if soft else "svg-label svg-halo")

@@ -1,5 +1,6 @@
 """The one place SVG markup is written. Figures compose these helpers; colours come
 from CSS classes (``site/static/playbook.css``) so diagrams follow the light/dark theme."""
+import math
 from html import escape
 from functools import lru_cache
 from re import compile as _regex
@@ -243,6 +244,20 @@ def _arrow_head(x, y, dx, dy, head):
     back_x, back_y = x - ux * head, y - uy * head  # the middle of the head's base
     return (f"M{back_x - uy * head * 0.5:.2f} {back_y + ux * head * 0.5:.2f}L{x:.2f} {y:.2f}"
             f"L{back_x + uy * head * 0.5:.2f} {back_y - ux * head * 0.5:.2f}")
+
+
+def line_boxes(points, *, step=8.0, pad=1.5):
+    """Obstacle boxes along a line through ``points`` (a curve, a cursor), each covering at
+    most ``step`` units of it and ``pad`` either side: what ``place_labels`` keeps labels off,
+    without the whole bounding box of a long diagonal."""
+    found = []
+    for (x1, y1), (x2, y2) in zip(points, points[1:]):
+        pieces = max(1, math.ceil(math.hypot(x2 - x1, y2 - y1) / step))
+        for k in range(pieces):
+            ax, ay = x1 + (x2 - x1) * k / pieces, y1 + (y2 - y1) * k / pieces
+            bx, by = x1 + (x2 - x1) * (k + 1) / pieces, y1 + (y2 - y1) * (k + 1) / pieces
+            found.append((min(ax, bx) - pad, min(ay, by) - pad, abs(bx - ax) + 2 * pad, abs(by - ay) + 2 * pad))
+    return found
 
 
 def end_labels(items, x, *, floor=None, obstacles=(), leaders_from=None, **attributes):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from models._validate import GB, GiB, at_most, choice, divides, non_negative, positive, positive_int
 
 __all__ = [
-    "STAGES", "STAGE_LABELS", "Optimizer", "OPTIMIZERS", "ModelStates", "model_states",
+    "STAGES", "STAGE_LABELS", "Optimizer", "OPTIMIZERS", "MEGATRON_ADAM", "ModelStates", "model_states",
     "model_states_for", "ledger_fraction", "Collective", "comm_collectives", "comm_volume_psi",
     "comm_volume_elements", "OffloadedStates", "offloaded_model_states", "DeepSpeedEstimate",
     "deepspeed_zero2_estimate", "deepspeed_zero3_estimate", "FsdpPeak", "fsdp_peak_memory",
@@ -65,6 +65,12 @@ OPTIMIZERS = {
     "adam_fp32": Optimizer("adam_fp32", "Adam, fp32 (K=8)", 4, 4, 8,
                            "fp32 weights 4 + fp32 gradients 4 + fp32 momentum and variance 8"),
 }
+
+# Megatron-LM's ledger (megatron/training/theoretical_memory_usage.py; Korthikanti et al. 2022
+# Fig. 1): gradients accumulate in fp32 "main grads", so 2 + 4 + 12 = 18 bytes. Not one of the
+# ZeRO ladder's choices above; the planner and Figure 18 count with it.
+MEGATRON_ADAM = Optimizer("megatron_adam", "Adam, Megatron-LM (fp32 main gradients)", 2, 4, 12,
+                          "bf16 weights 2 + fp32 main gradients 4 + fp32 master weights, momentum and variance 12")
 
 
 @dataclass(frozen=True)

@@ -42,14 +42,16 @@ are unused). HSDP shards in groups of 8 data ranks. EP takes up to 8 of the D x 
 Rank order tp, cp, dp, pp fastest first (``mesh.Mesh`` defaults); a group whose ranks span
 more than one node of 8 uses the network ``link``, otherwise the GPU's scale-up link.
 
-Memory (``StepMemory``, does it fit?): the ZeRO ledger of the first stage's layers on one TP
-rank, 16 bytes per parameter (bf16 weights and gradients, fp32 master weights and two Adam
-moments: ZeRO Sec. 3.1, K = 12), divided by the FSDP shard group as ZeRO-3 with one
-prefetched layer gathered (``memory.fsdp_peak_memory``); plus activations, Korthikanti et
-al. 2022 Table 2 without recomputation (the step runs no recompute) and with
-FlashAttention (no s x s scores), for the microbatches in flight on the first stage (1F1B:
-up to P) or the replica's whole batch without PP, each rank holding s/C tokens. EP keeps
-the dense model's weights per rank (its experts are not counted apart).
+Memory (``StepMemory``, does it fit?): the model-state ledger of the first stage's layers on
+one TP rank at Megatron-LM's byte sizes, ``MODEL_STATE_BYTES_PER_PARAM`` = 18 (bf16 weights 2,
+fp32 main gradients 4, fp32 master weights and two Adam moments 12:
+megatron/training/theoretical_memory_usage.py; the planner's ledger, ``models.planner.model``),
+divided by the FSDP shard group as ZeRO-3 with one prefetched layer gathered
+(``memory.fsdp_peak_memory``); plus activations, Korthikanti et al. 2022 Table 2 without
+recomputation (the step runs no recompute) and with FlashAttention (no s x s scores), for
+the microbatches in flight on the first stage (1F1B: up to P; without PP one: gradient
+accumulation runs one microbatch's forward and backward at a time), each rank holding s/C
+tokens. EP keeps the dense model's weights per rank (its experts are not counted apart).
 
 Compute runs at ``COMPUTE_EFFICIENCY`` of the GPU's dense BF16 peak. The optimizer step is
 memory-bound: ``OPTIMIZER_BYTES_PER_PARAM`` bytes of HBM traffic per parameter it updates.
@@ -58,13 +60,18 @@ The batch: every layout runs the same global batch of ``global_batch`` sequences
 optimizer step, so switching an axis on or off changes how the same work is shared, never
 how much work there is. Each of the D data-parallel replicas takes ceil(global_batch / D)
 sequences (the busiest one sets the step; ``StepTimeline.uneven`` when they do not split
-evenly). Without PP a replica runs them as one forward and one backward; with PP as
-microbatches of one sequence, or of the fewest sequences (a power of two) that keep them
-to ``MAX_MICROBATCHES`` (as Megatron-LM's num_microbatches = batch / (micro batch x DP)), and the timeline shows each layer's work summed over
-the microbatches (its collectives are per microbatch, so every per-call cost is
-multiplied by m). With PP the gradients are complete only in the
-last microbatch's backward (gradient accumulation), so DP buckets and ReduceScatters fire
-within the final 1/m of the backward pass.
+evenly). A replica runs its sequences as m microbatches and accumulates their gradients:
+with PP in the 1F1B schedule, microbatches of one sequence, or of the fewest sequences (a power
+of two) that keep them to ``MAX_MICROBATCHES`` (Megatron-LM's num_microbatches = batch /
+(micro batch x DP)); without PP one microbatch after another, as few as fit (the largest
+microbatch whose activations fit beside the model state, spread evenly; the smallest when none
+fits), so a replica never holds more than one microbatch's activations. The timeline shows
+each layer's work summed over the microbatches, all forwards, then the bubble, then all
+backwards (the real schedules interleave them microbatch by microbatch; the sums are the
+same); a collective issued per microbatch has its per-call cost multiplied by m, and so has
+FSDP's gather and ReduceScatter without PP (the weights are gathered again for every
+microbatch). The gradients are complete only in the last microbatch's backward, so DP
+buckets fire within the final 1/m of the backward pass.
 
 What it does not model
 ----------------------
@@ -99,11 +106,14 @@ MAX_GLOBAL_BATCH = 2**24
 MAX_MICROBATCHES = 256  # per replica and step with PP; more and the microbatch grows
 # Megatron-LM reached 44-52% of A100 peak end to end (Narayanan et al. 2021 Table 1).
 COMPUTE_EFFICIENCY = 0.5
-# Adam reads and writes the fp32 weight and both moments (12 + 12 bytes), reads the bf16
-# gradient and writes the bf16 weight (2 + 2): ZeRO Sec. 3.1's 2 + 2 + K bytes, K = 12.
-OPTIMIZER_BYTES_PER_PARAM = memory.optimizer_step_traffic_bytes(param_bytes=2, grad_bytes=2, optimizer_bytes=12)
-# The ledger it updates: bf16 weight and gradient, fp32 master weight, momentum, variance (ZeRO Sec. 3.1).
-MODEL_STATE_BYTES_PER_PARAM = memory.OPTIMIZERS["adam_mixed"].bytes_per_param
+# The ledger: Megatron-LM's bf16 weight, fp32 main gradient, fp32 master weight, momentum and
+# variance (megatron/training/theoretical_memory_usage.py), the planner's 2 + 4 + 12 bytes.
+LEDGER = memory.MEGATRON_ADAM
+MODEL_STATE_BYTES_PER_PARAM = LEDGER.bytes_per_param
+# Adam reads and writes the fp32 weight and both moments (12 + 12 bytes), reads the fp32
+# gradient and writes the bf16 weight (4 + 2).
+OPTIMIZER_BYTES_PER_PARAM = memory.optimizer_step_traffic_bytes(
+    param_bytes=LEDGER.param_bytes, grad_bytes=LEDGER.grad_bytes, optimizer_bytes=LEDGER.optimizer_bytes)
 BYTES_PER_ELEMENT = 2  # bf16 activations, weights and gradients
 MAX_GPUS = 2**20
 
@@ -207,6 +217,8 @@ class StepMemory:
     activation_bytes: float  # kept for backward, all microbatches in flight
     total_bytes: float
     hbm_bytes: float  # the GPU's memory
+    microbatches: int  # a replica's sequences run as this many microbatches, gradients accumulated
+    microbatch_sequences: int  # sequences in each
 
     @property
     def fits(self):
@@ -231,6 +243,7 @@ class StepTimeline:
     global_batch: int  # sequences per optimizer step, over all replicas
     replica_sequences: int  # sequences of the busiest data-parallel replica
     memory: StepMemory
+    microbatch_sequences: int  # sequences per microbatch; ``microbatches`` of them make a replica's share
 
     @property
     def uneven(self):
@@ -334,19 +347,31 @@ def _replica_sequences(global_batch, lay):
     return -(-global_batch // lay.data)  # the busiest replica's share
 
 
-def _microbatching(n, p):
-    """(microbatches m, sequences per microbatch b) for n sequences on p stages: without PP
-    one pass of all n; with PP microbatches of b = 1, 2, 4, ... sequences, m <= MAX_MICROBATCHES."""
-    if p == 1:
-        return 1, n
-    b = 1
-    while -(-n // b) > MAX_MICROBATCHES:
-        b *= 2
-    return -(-n // b), b
+def _microbatching(n, p, fits):
+    """(microbatches m, sequences per microbatch b) for a replica's n sequences on p stages.
+    With PP microbatches of b = 1, 2, 4, ... sequences, m <= MAX_MICROBATCHES (1F1B wants
+    many). Without PP as few microbatches as fit: the largest b with ``fits(b)`` (one
+    microbatch's activations beside the model state), spread evenly, m <= MAX_MICROBATCHES;
+    if not even the smallest fits, the smallest."""
+    if p > 1:
+        b = 1
+        while -(-n // b) > MAX_MICROBATCHES:
+            b *= 2
+        return -(-n // b), b
+    smallest = -(-n // MAX_MICROBATCHES)
+    low, high = smallest, n  # fits is monotone in b: binary search for the largest that fits
+    if not fits(low):
+        return -(-n // smallest), smallest
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    m = -(-n // low)
+    return m, -(-n // m)  # the same m, spread evenly: no microbatch larger than needed
 
 
 def step_memory(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES, gpu="h100_sxm", gpus_per_node=8):
-    """Peak bytes on one GPU of the first stage and whether they fit (module docstring: "Memory")."""
+    """Peak bytes on one GPU of the first stage, whether they fit, and the microbatches that
+    set them (module docstring: "Memory" and "The batch")."""
     shape = shape_for(params)
     spec = hardware.gpu(gpu)
     lay = layout(gpus, enabled, gpus_per_node=gpus_per_node)
@@ -356,15 +381,17 @@ def step_memory(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES, g
     unit = shape.layer_params / t  # one layer's weights on a TP rank
     local = layers * unit
     if lay.shard > 1:  # ZeRO-3 inside the shard group; with PP every layer stays gathered until backward
-        states = memory.fsdp_peak_memory(local, lay.shard, unit, prefetch=True, reshard_after_forward=p == 1).peak_bytes
+        states = memory.fsdp_peak_memory(local, lay.shard, unit, param_bytes=LEDGER.param_bytes,
+                                         grad_bytes=LEDGER.grad_bytes, optimizer_bytes=LEDGER.optimizer_bytes,
+                                         prefetch=True, reshard_after_forward=p == 1).peak_bytes
     else:
-        states = memory.model_states(local, 1, 0).total_bytes  # MODEL_STATE_BYTES_PER_PARAM x local
-    m, micro_batch = _microbatching(n, p)
-    in_flight = min(p, m) if p > 1 else 1
-    per_layer = activations.per_layer_bytes(shape.seq // c, micro_batch, shape.hidden, shape.heads, tp=t,
-                                            flash_attention=True)
-    kept = per_layer * layers * in_flight
-    return StepMemory(states, kept, states + kept, spec.hbm_bytes)
+        states = MODEL_STATE_BYTES_PER_PARAM * local
+    per_sequence = layers * activations.per_layer_bytes(shape.seq // c, 1, shape.hidden, shape.heads, tp=t,
+                                                        flash_attention=True)  # linear in the microbatch
+    m, b = _microbatching(n, p, lambda b: states + b * per_sequence <= spec.hbm_bytes)
+    in_flight = min(p, m)  # 1F1B holds up to P microbatches; gradient accumulation alone one
+    kept = per_sequence * b * in_flight
+    return StepMemory(states, kept, states + kept, spec.hbm_bytes, m, b)
 
 
 @lru_cache(maxsize=64)
@@ -380,6 +407,7 @@ def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES,
     lay = layout(gpus, enabled, gpus_per_node=gpus_per_node)
     fabric = dict(lay.fabric)
     n = _replica_sequences(global_batch, lay)
+    step_mem = step_memory(params, gpus, enabled, global_batch=global_batch, gpu=gpu, gpus_per_node=gpus_per_node)
 
     def over(axis):
         return network if fabric[axis] == INTER_NODE else scale_up
@@ -387,14 +415,14 @@ def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES,
     t, c, p = lay.tp, lay.cp, lay.pp
     s, h = shape.seq, shape.hidden
     layers = -(-shape.layers // p)  # the first stage holds the most
-    m, b = _microbatching(n, p)  # calls per layer slot (microbatches), sequences per call
+    m, b = step_mem.microbatches, step_mem.microbatch_sequences  # calls per layer slot, sequences per call
     rate = spec.peak_bf16_dense_flops_per_s * COMPUTE_EFFICIENCY
     tokens = b * (s // c)  # this rank's tokens per call
 
     # Forward pieces of one layer (Korthikanti 2022 App. A: 24bsh^2 + 4bs^2h), this rank's share
-    # (t-way split weights, c-way split tokens), summed over the m calls of the slot.
+    # (t-way split weights, c-way split tokens), summed over the slot's n sequences.
     def seconds(flops):
-        return m * flops / (t * c) / rate
+        return n / b * flops / (t * c) / rate
 
     qkv, core = seconds(6 * b * s * h * h), seconds(4 * b * s * s * h)
     proj, mlp = seconds(2 * b * s * h * h), seconds(16 * b * s * h * h)
@@ -411,8 +439,10 @@ def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES,
         block_bytes = context.ring_communication(s, h, c, micro_batch=b, bytes_per_element=BYTES_PER_ELEMENT).kv_block_bytes
         hop = {factor: _time("sendrecv", factor * block_bytes / t, c, over("cp")) for factor in (1, 2)}
     unit_bytes = BYTES_PER_ELEMENT * shape.layer_params / t  # one layer's weights (or gradients) on a TP rank
-    gather = _time("allgather", unit_bytes, lay.shard, over("fsdp")) if lay.shard > 1 else 0.0
-    scatter = _time("reducescatter", unit_bytes, lay.shard, over("fsdp")) if lay.shard > 1 else 0.0
+    reshard = p == 1  # with PP the gathered weights stay until backward (module docstring)
+    fsdp_calls = m if reshard else 1  # without PP every microbatch gathers and reduces again
+    gather = fsdp_calls * _time("allgather", unit_bytes, lay.shard, over("fsdp")) if lay.shard > 1 else 0.0
+    scatter = fsdp_calls * _time("reducescatter", unit_bytes, lay.shard, over("fsdp")) if lay.shard > 1 else 0.0
 
     def layer(phase):
         """One layer's forward or backward from time 0, everything after its FSDP gather:
@@ -458,7 +488,7 @@ def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES,
         if lay.shard > 1:
             start = max(fsdp_free, previous_start if j else 0.0)  # prefetched when layer j-1 starts
             fsdp_free = start + gather
-            clock.collective("fsdp", start, fsdp_free)
+            clock.collective("fsdp", start, fsdp_free, fsdp_calls)
             clock.wait_until("fsdp", fsdp_free)
         previous_start = clock.now
         clock.paste(forward_layer)
@@ -482,7 +512,6 @@ def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES,
         clock.run("bubble", bubble_s)
 
     # ---- backward: each layer's compute is twice its forward ----
-    reshard = p == 1  # with PP the gathered weights stay until backward (module docstring)
     backward_begin = clock.now
     backward_start = [0.0] * layers
     backward_end = [0.0] * layers
@@ -491,7 +520,7 @@ def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES,
         nonlocal fsdp_free
         start = max(fsdp_free, backward_end[j])
         fsdp_free = start + scatter
-        clock.collective("fsdp", start, fsdp_free)
+        clock.collective("fsdp", start, fsdp_free, fsdp_calls)
         return fsdp_free
 
     scatter_end = [0.0] * layers
@@ -502,7 +531,7 @@ def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES,
             issue = backward_begin if later is None else backward_start[later]
             start = max(fsdp_free, issue)
             fsdp_free = ready = start + gather
-            clock.collective("fsdp", start, fsdp_free)
+            clock.collective("fsdp", start, fsdp_free, fsdp_calls)
         if lay.shard > 1 and reshard and later is not None:
             scatter_end[later] = reduce_scatter(later)
         clock.wait_until("fsdp", ready)
@@ -510,11 +539,12 @@ def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES,
         clock.paste(backward_layer)
         backward_end[j] = clock.now
     compute_end = clock.now
-    if p > 1:
+    span = (compute_end - backward_begin) / layers / m  # one layer's backward of one microbatch
+    if m > 1:
         # Gradients are complete only in the last microbatch's backward: layer j's at the
         # end, less the last microbatch's share of the layers below it.
-        span = (compute_end - backward_begin) / layers / m
         backward_end = [compute_end - j * span for j in range(layers)]
+    if p > 1:
         for i in range(m):
             end = backward_begin + (i + 1) * layers * span
             clock._list("pp", "comm").append((end - send, end))
@@ -561,6 +591,5 @@ def step_timeline(params, gpus, enabled, *, global_batch=GLOBAL_BATCH_SEQUENCES,
         lay, layers, m, 3 * layers * (qkv + core + proj + mlp), forward_end, backward_done - backward_begin,
         bubble_s, optimizer_s, clock.now, exposed_total, math.fsum(a.hidden_s for a in traffic),
         tuple(traffic), tuple((key, tuple(pairs)) for key, pairs in clock.spans.items()),
-        global_batch, n, step_memory(params, gpus, enabled, global_batch=global_batch, gpu=gpu,
-                                     gpus_per_node=gpus_per_node),
+        global_batch, n, step_mem, b,
     )

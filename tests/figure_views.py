@@ -112,3 +112,77 @@ def inside(box, view):
     writing x and y to one decimal may move it)."""
     _, _, width, height = map(float, ET.fromstring(view.svg).get("viewBox").split())
     return box[0] >= -0.1 and box[1] >= -0.1 and box[0] + box[2] <= width + 0.1 and box[1] + box[3] <= height + 0.1
+
+
+def _strokes(path):
+    """The straight pieces ``(x1, y1, x2, y2)`` of a path written with absolute M and L only
+    (svg.segments, svg.polyline); none for any other path."""
+    import re
+
+    d = path.get("d") or ""
+    if path.get("transform") or re.search(r"[^MLml\d.\s-]", d) or re.search(r"[ml]", d):
+        return []
+    pieces, last = [], None
+    for command, x, y in re.findall(r"([ML])\s*(-?[\d.]+)[ ,](-?[\d.]+)", d):
+        point = (float(x), float(y))
+        if command == "L" and last is not None:
+            pieces.append((*last, *point))
+        last = point
+    return pieces
+
+
+def _crosses(segment, box):
+    """Whether a straight segment passes through the inside of ``box`` (x, y, width, height)
+    (Liang-Barsky clipping)."""
+    x1, y1, x2, y2 = segment
+    low, high = 0.0, 1.0
+    dx, dy = x2 - x1, y2 - y1
+    for p, q in ((-dx, x1 - box[0]), (dx, box[0] + box[2] - x1), (-dy, y1 - box[1]), (dy, box[1] + box[3] - y1)):
+        if p == 0:
+            if q < 0:
+                return False
+        else:
+            t = q / p
+            if p < 0:
+                low = max(low, t)
+            else:
+                high = min(high, t)
+            if low > high:
+                return False
+    return True
+
+
+def _circle_boxes(path):
+    """The bounding boxes of the circles svg.circles drew in ``path``."""
+    import re
+
+    return [(float(x), float(y) - float(r), 2 * float(r), 2 * float(r))
+            for x, y, r in re.findall(r"M(-?[\d.]+) (-?[\d.]+)a([\d.]+) [\d.]+ 0 1 0", path.get("d") or "")]
+
+
+def marks_through_labels(view, skip=("svg-axis",), inset=1.5):
+    """``[(text, class of the line or marker)]``: every label that a drawn line crosses, or a
+    marker (a circle) covers, its box taken ``inset`` units in from each side (a line may
+    touch a label's edge). Paths of a class in ``skip`` (grid lines) are left out."""
+    from figures import svg
+
+    root = ET.fromstring(view.svg)
+    compact = "svg-compact" in (root.get("class") or "").split()
+    marks = []
+    for path in root.iter(SVG + "path"):
+        css = path.get("class") or ""
+        if set(css.split()) & set(skip):
+            continue
+        marks += [(css, "line", piece) for piece in _strokes(path)]
+        marks += [(css, "circle", box) for box in _circle_boxes(path)]
+    found = []
+    for node in root.iter(SVG + "text"):
+        size, bold = svg.label_size(node.get("class"), compact)
+        x, y, w, h = svg.text_box(float(node.get("x")), float(node.get("y")), node.text or "", size,
+                                  node.get("text-anchor") or "start", bold)
+        box = (x + inset, y + inset, w - 2 * inset, h - 2 * inset)
+        for css, kind, mark in marks:
+            hit = _crosses(mark, box) if kind == "line" else overlap(mark, box)
+            if hit:
+                found.append((node.text, css))
+    return found

@@ -1,5 +1,5 @@
 """Bytes per parameter differ between figures for good reasons (16 for training state with bf16
-gradients, 14 for a checkpoint, which leaves the gradients out): each figure that prices them
+gradients, 18 with Megatron-LM's fp32 main gradients, 14 for a checkpoint, which leaves the gradients out): each figure that prices them
 says which, in a readout label and its caption or note, so a reader comparing two never meets an
 unexplained jump (issue 33)."""
 import re
@@ -16,7 +16,7 @@ CONTENT = __import__("pathlib").Path(__file__).resolve().parent.parent / "site" 
     (2, "model_state_bytes_per_device", 16, "bf16 weights and gradients plus fp32 master weights", "03-six-axes.md"),
     (19, "model_state_bytes", 16, "bf16 weights and gradients, fp32 master", "20-choosing.md"),
     (22, "checkpoint_bytes", 14, "leaves out the gradients", "22-checkpointing.md"),
-    (18, "memory_per_gpu_bytes", 16, None, "19-overlap-by-strategy.md"),
+    (18, "memory_per_gpu_bytes", 18, "fp32 main gradients", "19-overlap-by-strategy.md"),  # Megatron-LM's, the planner's
 ])
 def test_each_figure_says_how_many_bytes_a_parameter_and_what_they_hold(number, key, per_param, holds, chapter):
     figure = registry()[number]

@@ -419,3 +419,18 @@ def test_figure_14_on_a_phone_stacks_the_panels_and_keeps_the_time_chart_in_view
     assert legend and legend[0] > max(ys)
     outlines = rectangles(narrow, "svg-ink-stroke")[:4]  # score matrix, schedule, Ulysses before and after
     assert [w for _, _, w, _ in outlines] == [140] * 4 and outlines[0][1] == outlines[1][1]
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_fig14_no_line_runs_through_a_label_of_the_time_chart(narrow):
+    """At C = 16 the chosen C's line ran through the network's name and 'no Ulysses past
+    C = 8, one KV head each'. Wide, no label is crossed by any line or mark, at the default,
+    C = 16 and every control's ends; on a phone, none by the chosen C's line."""
+    from tests.browser.test_text_overlaps import extreme_states
+    from tests.figure_views import marks_through_labels
+    figure = registry()[14]
+    states = extreme_states(figure) + [("C=16", {**figure.default_state(), "C": 16})]
+    found = [(name, text, css) for name, state in states
+             for text, css in marks_through_labels(figure.render(state, narrow=narrow))
+             if not narrow or css == "svg-ink"]
+    assert found == []

@@ -106,6 +106,9 @@ def test_fig18_a_toggle_keeps_the_batch_and_the_time_axis():
     assert any(t.startswith("Global batch 3,072 sequences") and "the same for every toggle" in t for t in _texts(context))
 
 
+CAPTION_18 = registry()[18].caption
+
+
 def test_fig18_says_when_a_layout_does_not_fit():
     """DP alone on the 145.6B model needs 2.3 TB of model state on every 80 GB GPU: the
     drawing, the readouts and the note say so (it read as a plain 120 s step)."""
@@ -114,11 +117,27 @@ def test_fig18_says_when_a_layout_does_not_fit():
     memory = readouts(alone)["memory_per_gpu_bytes"]
     assert memory.value > 2.3e12 and memory.text.endswith("does not fit") and memory.color == "warn"
     assert readouts(alone)["step_time_s"].text.endswith(", if it fit")
-    assert any(t.startswith("Does not fit: 2.46 TB per GPU against 85.9 GB") for t in _texts(alone))
+    assert any(t.startswith("Does not fit: 2.68 TB per GPU against 85.9 GB") for t in _texts(alone))
     assert alone.note.startswith("This layout does not fit")
-    assert readouts(fits)["memory_per_gpu_bytes"].text == "62.4 GB of 85.9 GB: fits"
+    assert readouts(fits)["memory_per_gpu_bytes"].text == "66.9 GB of 85.9 GB: fits"
     assert not any(t.startswith("Does not fit") for t in _texts(fits))
-    assert "16 bytes per parameter (bf16 weights and gradients, fp32 master weights and two Adam moments)" in fits.note
+    assert ("18 bytes per parameter as Megatron-LM counts it (bf16 weights 2 + fp32 main gradients 4 + fp32 master "
+            "weights, momentum and variance 12)") in fits.note
+
+
+def test_fig18_holds_one_microbatch_of_activations_not_the_whole_batch():
+    """At 8 GPUs (TP 8, one model copy) the figure held all 3,072 sequences' activations at
+    once (80.7 TB); a replica accumulates gradients over microbatches, and the drawing says
+    its compute lane sums them where the schedule interleaves them."""
+    _, eight = render(18, gpus=8)
+    mem = readouts(eight)["memory_per_gpu_bytes"]
+    assert mem.value < 1e12 and mem.text == "640 GB of 85.9 GB: does not fit"
+    assert readouts(eight)["microbatches"].text == "256 microbatches of 12 sequences"
+    assert any("each kind of work summed; each runs its forward, then its backward" in t for t in _texts(eight))
+    _, default = render(18)
+    assert readouts(default)["microbatches"].text == "128 microbatches of one sequence"
+    assert any("each kind of work summed; 1F1B runs them one forward, one backward" in t for t in _texts(default))
+    assert "18 bytes per parameter" in CAPTION_18 and "Megatron-LM's layout" not in CAPTION_18
 
 
 def test_fig18_names_the_data_axis_for_what_it_is():

@@ -323,3 +323,63 @@ def test_figure_25_on_a_phone_the_slowest_rank_and_the_tax_fit_one_column(change
     axis = next(box for t, box in boxes if t == "world size N (GPUs, log scale)")
     named = [t for t, box in boxes if box[1] > axis[1] + axis[3]]
     assert named == ["exact", "√(2 ln N) rule"] + ([f"one bad card, +{state['bad']:.0%}"] if state["bad"] else [])
+
+
+@pytest.mark.parametrize("changes", [{"N": 64, "cv": 0.01, "bad": 0.05}, {}, {"N": 8, "cv": 0.2, "bad": 1}, {"cv": 0}])
+def test_figure_25_the_waiting_band_ends_at_the_step_drawn(changes):
+    """With a bad card the band stopped at +5% (the expected tax's lower bound) while the
+    step drawn read +6.35%: the band is the wait of a rank at the mean up to this step's
+    slowest rank, the dot marked 'slowest this step'."""
+    _, view = render(25, **changes)
+    (band,) = rectangles(view, "fill-idle")
+    dot = path_data(view, "svg-ink-fill")[0]  # the slowest rank's dot (the tax plot's comes after)
+    left, r = (float(v) for v in re.match(r"M(-?[\d.]+) [\d.]+a([\d.]+)", dot).groups())
+    assert band[0] + band[2] == pytest.approx(left + r, abs=0.02)
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({}, "At N = 256 strong scaling runs above weak: each GPU computes 4 samples a step, weak scaling's 2, so more "
+         "compute hides the same AllReduce."),
+    ({"N": 512}, "At N = 512 strong and weak scaling meet: both give each GPU 2 samples a step and the same AllReduce."),
+    ({"N": 1024}, "At N = 1,024 strong scaling runs below weak: each GPU computes 1 sample a step, weak scaling's 2, "
+                  "so less compute hides the same AllReduce."),
+    ({"N": 16384}, "At N = 16,384 strong scaling runs below weak: each GPU computes a fraction of a sample a step, "
+                   "weak scaling's 2, so less compute hides the same AllReduce."),
+])
+def test_figure_23_says_in_the_drawing_why_strong_sits_above_or_below_weak(changes, says):
+    """At its default the strong curve sat above the weak one with no word why: the drawing
+    says it, and the order it names is the curves' (the readouts') order."""
+    for narrow in (False, True):
+        state = registry()[23].validate_state({**registry()[23].default_state(), **changes})
+        view = registry()[23].render(state, narrow=narrow)
+        assert says in " ".join(texts(view))
+        assert all(inside(box, view) for _, box in text_boxes(view))
+    strong, weak = values(view)["strong_efficiency"], values(view)["weak_efficiency"]
+    assert ("above" in says) == (strong > weak + 1e-12) and ("meet" in says) == (abs(strong - weak) < 1e-12)
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_figure_23_the_n_label_sits_clear_of_every_curve_dot_and_line(narrow):
+    """At 16K 'N = 16,384' sat where three curves and their dots end; it is placed clear of
+    them, here and at every control's ends (wide), and at 16K and the default (narrow)."""
+    from tests.browser.test_text_overlaps import extreme_states
+    from tests.figure_views import marks_through_labels
+    figure = registry()[23]
+    states = (extreme_states(figure) if not narrow else
+              [("default", figure.default_state()), ("16K", {**figure.default_state(), "N": 16384})])
+    found = [(name, hit) for name, state in states
+             for hit in marks_through_labels(figure.render(state, narrow=narrow)) if hit[0].startswith("N = ")]
+    assert found == []
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_figure_25_no_marker_line_runs_through_a_label(narrow):
+    """'slowest this step' sat across the E[slowest] and rule-of-thumb lines, and
+    'E[slowest] = ...' across the rule's dashed line: the lines are obstacles the labels
+    are placed around, at the default, every control's ends and the bad-card try."""
+    from tests.browser.test_text_overlaps import extreme_states
+    from tests.figure_views import marks_through_labels
+    figure = registry()[25]
+    states = extreme_states(figure) + [("bad", {**figure.default_state(), "N": 64, "cv": 0.01, "bad": 0.05})]
+    found = [(name, hit) for name, state in states for hit in marks_through_labels(figure.render(state, narrow=narrow))]
+    assert found == []

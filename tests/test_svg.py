@@ -188,3 +188,14 @@ def test_wrap_breaks_at_spaces_within_the_width_and_keeps_what_it_is_told_to():
     even = svg.wrap(text, 200, 12, even=True)
     assert len(even) == len(svg.wrap(text, 200, 12)) and max(map(len, even)) <= max(map(len, svg.wrap(text, 200, 12)))
     assert svg.wrap("one", 1, 12) == ["one"] and svg.wrap("", 100, 12) == [""]
+
+
+def test_line_boxes_cover_a_line_in_short_pieces_and_nothing_far_from_it():
+    """A long diagonal is covered by boxes at most ``step`` long, each hugging the line: a
+    label beside the line, inside the diagonal's bounding box, stays free."""
+    boxes = svg.line_boxes([(0, 0), (100, 100)], step=8, pad=1.5)
+    assert len(boxes) == 18 and all(w <= 8 / 2 ** 0.5 + 3.01 and h <= 8 / 2 ** 0.5 + 3.01 for _, _, w, h in boxes)
+    for t in (0, 0.25, 0.5, 1):  # every point of the line is in some box
+        assert any(x <= 100 * t <= x + w and y <= 100 * t <= y + h for x, y, w, h in boxes)
+    assert not any(svg.boxes_touch(box, (60, 10, 30, 12)) for box in boxes)  # above the diagonal, in its bounding box
+    assert svg.line_boxes([(5, 5)]) == []

@@ -185,7 +185,7 @@ def test_page_is_complete_when_python_cannot_start(browser, base_url):
         page.evaluate("document.getElementById('fig-08').scrollIntoView()")
         page.wait_for_selector("#fig-08 .js-plotly-plot .bars", timeout=30_000)
         bars = page.evaluate("document.querySelector('#fig-08 .js-plotly-plot').data.filter(t => t.type === 'bar').map(t => t.y.length)")
-        assert bars == [12]  # one trace: 3 parts x 4 stages
+        assert bars == [16]  # one trace: a total and its 3 parts x 4 stages
         # the only error is Pyodide's own, in the worker, about the file we withheld
         assert all("Failed to fetch" in error for error in session.page_errors), session.page_errors
     finally:

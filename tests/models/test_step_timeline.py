@@ -69,21 +69,23 @@ def test_layout_fabrics_agree_with_the_mesh(gpus, enabled):
 def test_tp_and_ep_are_exposed_in_full():
     step = S.step_timeline(7_500_000_000, 64, frozenset({"tp", "ep", "dp"}), global_batch=256)  # 8 replicas of 32
     shape = shapes.shape_for(7.5e9)
-    tokens = 32 * shape.seq
+    m = step.microbatches  # each microbatch calls every collective
+    assert m > 1 and m * step.microbatch_sequences == 32
+    tokens = step.microbatch_sequences * shape.seq
     tp_call = _time("allreduce", tokens * shape.hidden * 2, 8, NVLINK)
     tp = next(a for a in step.axes if a.axis == "tp")
-    assert tp.calls == 4 * shape.layers and tp.comm_s == pytest.approx(4 * shape.layers * tp_call)
+    assert tp.calls == 4 * shape.layers * m and tp.comm_s == pytest.approx(4 * shape.layers * m * tp_call)
     assert tp.exposed_s == pytest.approx(tp.comm_s) and tp.hidden_s == pytest.approx(0, abs=1e-12)
     ep = next(a for a in step.axes if a.axis == "ep")
     ep_call = _time("alltoall", tokens * shape.hidden * 2 / 8, 8, NDR)  # ranks 0, 8, ...: across nodes
-    assert ep.comm_s == pytest.approx(4 * shape.layers * ep_call) and ep.exposed_s == pytest.approx(ep.comm_s)
+    assert ep.comm_s == pytest.approx(4 * shape.layers * m * ep_call) and ep.exposed_s == pytest.approx(ep.comm_s)
     for axis in ("tp", "ep"):
         assert overlap.hidden_comm(axis, 1.0, 0.0).exposed_s == 1.0  # the rule the model applies
 
 
 def test_fsdp_alone_is_the_fsdp_simulation():
     for params, gpus in ((7_500_000_000, 64), (1_300_000_000, 8), (145_600_000_000, 1536)):
-        step = S.step_timeline(params, gpus, frozenset({"fsdp"}))
+        step = S.step_timeline(params, gpus, frozenset({"fsdp"}), global_batch=gpus)  # one microbatch each
         shape = shapes.shape_for(params)
         link = NVLINK if gpus <= 8 else NDR
         oracle = fsdp.simulate_fsdp_step(fsdp.uniform_units(shape.layer_params * shape.layers, shape.layers),
@@ -96,7 +98,7 @@ def test_fsdp_alone_is_the_fsdp_simulation():
 
 def test_dp_alone_is_the_ddp_bucket_timeline():
     for params, gpus in ((7_500_000_000, 64), (1_300_000_000, 8), (1_008_000_000_000, 4096)):
-        step = S.step_timeline(params, gpus, frozenset({"dp"}))
+        step = S.step_timeline(params, gpus, frozenset({"dp"}), global_batch=gpus)  # one microbatch each
         shape = shapes.shape_for(params)
         link = NVLINK if gpus <= 8 else NDR
         backward = 2 * _per_layer_forward_s(step)
@@ -128,7 +130,10 @@ def test_context_ring_hides_only_when_blocks_are_big():
 
 
 def test_article_ranking_dp_hides_best_tp_not_at_all():
-    step = S.step_timeline(145_600_000_000, 1536, frozenset({"dp", "tp"}))
+    # A layout that fits, so a replica runs few microbatches and the last one's backward is
+    # long enough to hide its buckets (Narayanan et al. 2021 Table 1's 18.4B on 256 GPUs).
+    step = S.step_timeline(18_400_000_000, 256, frozenset({"dp", "tp"}))
+    assert step.memory.fits and step.microbatches == 16
     share = {a.axis: a.hidden_s / a.comm_s for a in step.axes}
     assert share["dp"] > 0.95 and share["tp"] == 0
 
@@ -190,17 +195,18 @@ def test_a_replicas_microbatches_stay_few_enough_to_simulate():
 
 
 def test_memory_says_when_a_layout_does_not_fit():
-    """16 bytes per parameter of model state (ZeRO Sec. 3.1: bf16 weights and gradients, fp32
-    master weights and two Adam moments) on the first stage's layers, plus activations
-    (Korthikanti 2022 Table 2, FlashAttention, no recompute) of the microbatches in flight."""
+    """18 bytes per parameter of model state (Megatron-LM's ledger: bf16 weights, fp32 main
+    gradients, fp32 master weights and two Adam moments) on the first stage's layers, plus
+    activations (Korthikanti 2022 Table 2, FlashAttention, no recompute) of the microbatches
+    in flight."""
     shape = shapes.shape_for(145.6e9)
     layers = shape.layers * shape.layer_params
-    assert S.MODEL_STATE_BYTES_PER_PARAM == 16
+    assert S.MODEL_STATE_BYTES_PER_PARAM == 18
     alone = S.step_memory(145_600_000_000, 1536, {"dp"})  # DP alone: every GPU holds it all
-    assert alone.model_state_bytes == 16 * layers and alone.model_state_bytes == pytest.approx(2.32e12, rel=0.01)
+    assert alone.model_state_bytes == 18 * layers and alone.model_state_bytes == pytest.approx(2.61e12, rel=0.01)
     assert not alone.fits and alone.hbm_bytes == H100.hbm_bytes
     megatron = S.step_memory(145_600_000_000, 1536, {"dp", "tp", "pp"})
-    assert megatron.model_state_bytes == 16 * layers / 64 and megatron.fits
+    assert megatron.model_state_bytes == 18 * layers / 64 and megatron.fits
     # 8 microbatches in flight on the first stage of 10 layers, each sbh(10 + 24/t) bytes per layer
     sbh = shape.seq * shape.hidden
     assert megatron.activation_bytes == pytest.approx(8 * 10 * sbh * (10 + 24 / 8))
@@ -222,3 +228,69 @@ def test_bad_arguments_name_themselves():
         S.step_timeline(7_500_000_000, 64, frozenset({"dp"}), link="carrier-pigeon")
     with pytest.raises(ValueError, match="axis"):
         S.step_timeline(7_500_000_000, 64, frozenset({"dp"})).exposed_s("zero")
+
+
+def test_the_ledger_is_the_planners():
+    """Figure 18 counts model state as the planner does (Megatron-LM: 2 + 4 + 12 bytes), and
+    its optimizer step moves the planner's bytes."""
+    from models.planner import model as planner
+    ledger = (S.LEDGER.param_bytes, S.LEDGER.grad_bytes, S.LEDGER.optimizer_bytes)
+    assert ledger == (planner.PARAM_BYTES, planner.GRAD_BYTES, planner.OPTIMIZER_BYTES) == (2, 4, 12)
+    assert S.OPTIMIZER_BYTES_PER_PARAM == planner.ADAM_STEP_BYTES == 30
+
+
+def test_without_pp_a_replica_accumulates_gradients_over_microbatches():
+    """No layout holds its replica's whole batch at once: without PP the replica runs its
+    sequences as microbatches of one (or of 2, 4, ... past MAX_MICROBATCHES), one at a time,
+    so the activations are those of one microbatch (Korthikanti 2022 Table 2)."""
+    shape = shapes.shape_for(145.6e9)
+    sbh = shape.seq * shape.hidden
+    tp_only = S.step_timeline(145_600_000_000, 8, frozenset({"tp"}))  # one model copy: 3,072 sequences
+    assert tp_only.replica_sequences == 3072
+    assert (tp_only.microbatches, tp_only.microbatch_sequences) == (S.MAX_MICROBATCHES, 12)  # nothing fits
+    mem = tp_only.memory
+    assert mem.activation_bytes == pytest.approx(12 * shape.layers * sbh * (10 + 24 / 8))
+    assert mem.activation_bytes < 0.5e12  # was 80.7 TB: all 3,072 sequences' activations at once
+    dp = S.step_timeline(145_600_000_000, 1536, frozenset({"dp"}))
+    assert (dp.microbatches, dp.microbatch_sequences) == (2, 1)  # does not fit: the smallest
+    assert dp.memory.activation_bytes == pytest.approx(shape.layers * sbh * (10 + 24))
+    assert dp.memory.total_bytes == pytest.approx(2.68e12, rel=0.005)
+    # the same sequences, however they are cut: compute does not depend on the microbatching
+    one_pass = 3 * shape.layers * 24 * 2 * sbh * shape.hidden * (1 + shape.seq / (6 * shape.hidden))
+    assert dp.compute_s == pytest.approx(one_pass / (H100.peak_bf16_dense_flops_per_s * S.COMPUTE_EFFICIENCY))
+
+
+def test_without_pp_a_replica_runs_as_few_microbatches_as_fit():
+    """The largest microbatch whose activations fit beside the model state, spread evenly."""
+    shape = shapes.shape_for(18.4e9)
+    for gpus, batch in ((256, 3072), (256, 1024), (64, 512)):
+        step = S.step_timeline(18_400_000_000, gpus, frozenset({"dp", "tp"}), global_batch=batch)
+        mem, n = step.memory, step.replica_sequences
+        m, b = step.microbatches, step.microbatch_sequences
+        assert mem.fits and m * b >= n > (m - 1) * b and m == -(-n // b)
+        per_sequence = mem.activation_bytes / b
+        assert per_sequence == pytest.approx(shape.layers * shape.seq * shape.hidden * (10 + 24 / 8))
+        if m > 1:  # one sequence more per microbatch, with one microbatch fewer, would not fit
+            bigger = -(-n // (m - 1))
+            assert mem.model_state_bytes + bigger * per_sequence > mem.hbm_bytes
+
+
+def test_gradient_accumulation_leaves_only_the_last_microbatch_to_hide_the_buckets():
+    """DDP reduces nothing until the last microbatch's backward (no_sync before it): every
+    bucket launches within the final 1/m of the backward pass."""
+    dp = S.step_timeline(145_600_000_000, 1536, frozenset({"dp"}))
+    backward = dp.stretches("compute", "backward")
+    start, end = backward[0][0], backward[-1][1]
+    first_launch = min(a for a, _ in dp.stretches("dp", "comm"))
+    assert first_launch >= start + (end - start) / 2 - 1e-9
+
+
+def test_without_pp_fsdp_gathers_again_for_every_microbatch():
+    """PyTorch FSDP reshards after each microbatch's forward: m gathers and m ReduceScatters
+    per layer and pass, each of one layer's weights."""
+    one = S.step_timeline(7_500_000_000, 64, frozenset({"fsdp"}), global_batch=512)
+    two = S.step_timeline(7_500_000_000, 64, frozenset({"fsdp"}), global_batch=1024)
+    assert (one.microbatches, two.microbatches) == (1, 2)
+    fsdp = {step.microbatches: next(a for a in step.axes if a.axis == "fsdp") for step in (one, two)}
+    assert fsdp[2].calls == 2 * fsdp[1].calls == 2 * 3 * one.layers
+    assert fsdp[2].comm_s == pytest.approx(2 * fsdp[1].comm_s)
