@@ -47,6 +47,38 @@ def _megatron_split(model, plan):
     return [f"--pipeline-model-parallel-layout '{'|'.join(stages)}'"]
 
 
+def _megatron_model_flags(model):
+    """The flags that make Megatron-LM build ``model`` (megatron/training/arguments.py and
+    TransformerConfig / MLATransformerConfig; Megatron's defaults are GPT's: LayerNorm,
+    learned absolute positions, biases on every linear layer, tied embeddings, dropout 0.1)."""
+    flags = []
+    if model.mla:
+        # DeepSeek-V2 Sec. 2.1: q_lora_rank 0 (no query compression) is Megatron's None default.
+        flags += ["--multi-latent-attention"] + ([f"--q-lora-rank {model.q_lora_rank}"] if model.q_lora_rank else [])
+        flags += [f"--kv-lora-rank {model.kv_lora_rank}", f"--qk-head-dim {model.qk_head_dim}",
+                  f"--qk-pos-emb-head-dim {model.qk_rope_head_dim}", f"--v-head-dim {model.v_head_dim}"]
+    elif model.kv_heads != model.heads:
+        flags += ["--group-query-attention", f"--num-query-groups {model.kv_heads}"]
+    flags.append(f"--ffn-hidden-size {model.ffn}")
+    if model.gated_mlp:
+        flags.append("--swiglu")
+    if model.norm == "rmsnorm":
+        flags.append("--normalization RMSNorm")
+    if model.rope_theta:
+        # MLA takes YaRN by default; the planner's model is pre-trained at its own length.
+        flags += ["--position-embedding-type rope", f"--rotary-base {model.rope_theta:.0f}"]
+        flags += ["--rope-type rope"] if model.mla else []
+    if not model.bias:
+        flags.append("--disable-bias-linear")
+    if not model.tied_embeddings:
+        flags.append("--untie-embeddings-and-output-weights")
+    if not model.dropout:  # Megatron-LM's default is 0.1 for both
+        flags += ["--hidden-dropout 0", "--attention-dropout 0"]
+    flags += [f"--seq-length {model.seq_len}", f"--max-position-embeddings {model.seq_len}",
+              "--tokenizer-type NullTokenizer", f"--vocab-size {model.vocab}"]
+    return flags
+
+
 def megatron_args(model, cluster, plan):
     """A ``torchrun`` command for Megatron-LM's ``pretrain_gpt.py`` that runs ``plan``
     (flag names of Megatron-LM core_v0.19.0: megatron/training/arguments.py and the config
@@ -63,35 +95,29 @@ def megatron_args(model, cluster, plan):
     nodes = max(1, cluster.gpus // cluster.gpus_per_node)
     per_node = min(cluster.gpus, cluster.gpus_per_node)
     args = [f"--num-layers {model.layers}", f"--hidden-size {model.hidden}",
-            f"--num-attention-heads {model.heads}"]
-    if model.kv_heads != model.heads:
-        args += ["--group-query-attention", f"--num-query-groups {model.kv_heads}"]
-    args.append(f"--ffn-hidden-size {model.ffn}")
-    if model.gated_mlp:
-        args.append("--swiglu")
-    if not model.tied_embeddings:
-        args.append("--untie-embeddings-and-output-weights")
-    if not model.dropout:  # Megatron-LM's default is 0.1 for both
-        args += ["--hidden-dropout 0", "--attention-dropout 0"]
-    args += [f"--seq-length {model.seq_len}", f"--max-position-embeddings {model.seq_len}",
-             "--tokenizer-type NullTokenizer", f"--vocab-size {model.vocab}"]
+            f"--num-attention-heads {model.heads}"] + _megatron_model_flags(model)
     if model.moe:
         args += [f"--num-experts {model.experts}", f"--moe-router-topk {model.top_k}",
-                 f"--moe-ffn-hidden-size {model.expert_ffn}"]
+                 f"--moe-ffn-hidden-size {model.expert_ffn}", "--moe-grouped-gemm"]
+        if model.router_score != "softmax":
+            args.append(f"--moe-router-score-function {model.router_score}")
         if model.shared_experts:
             args.append(f"--moe-shared-expert-intermediate-size {model.shared_experts * model.expert_ffn}")
         if model.dense_layers:
             args.append(f"--moe-layer-freq '([0]*{model.dense_layers}+[1]*{model.moe_layers})'")
+        notes.append("# router details the planner does not price are yours to add (e.g. DeepSeek-V3's "
+                     "--moe-router-enable-expert-bias, --moe-router-num-groups, --moe-router-topk-scaling-factor)")
     args += [f"--tensor-model-parallel-size {plan.tp}", f"--pipeline-model-parallel-size {plan.pp}"]
     args += _megatron_split(model, plan)
     if plan.cp > 1:
         args.append(f"--context-parallel-size {plan.cp}")
-    if plan.ep > 1:
-        # Experts split tp ways inside each of the ep groups carved out of dp·cp (Megatron's
-        # default expert tensor parallel size is tp), tokens moved by all-to-all (the planner's
-        # price; Megatron's default dispatcher is allgather).
-        args += [f"--expert-model-parallel-size {plan.ep}", f"--expert-tensor-parallel-size {plan.tp}",
-                 "--moe-token-dispatcher-type alltoall"]
+    if model.moe:
+        # Experts split tp ways (the planner's price; Megatron's default expert tensor parallel
+        # size is tp too) inside each of the ep groups carved out of dp·cp, tokens moved by
+        # all-to-all (Megatron's default dispatcher is allgather).
+        args.append(f"--expert-tensor-parallel-size {plan.tp}")
+        if plan.ep > 1:
+            args += [f"--expert-model-parallel-size {plan.ep}", "--moe-token-dispatcher-type alltoall"]
     if plan.sequence_parallel and plan.tp > 1:
         args.append("--sequence-parallel")
     if plan.tp_comm_overlap:
@@ -125,6 +151,9 @@ def megatron_args(model, cluster, plan):
         notes.append("# no pipeline (pp=1): Megatron-LM interleaves model chunks only across pipeline ranks")
     elif plan.pp > 1 and plan.schedule in ("gpipe", "zb-h1"):
         notes.append(f"# Megatron-LM has no {SCHEDULE_NAMES[plan.schedule]} schedule: this runs 1F1B.")
+    notes.append("# add your data and optimizer, and your tokenizer for NullTokenizer: --data-path (or --mock-data), "
+                 "--tokenizer-type, --tokenizer-model, --train-iters, --lr, --min-lr, --lr-decay-style, --lr-warmup-iters, "
+                 "--weight-decay, --clip-grad, --adam-beta1, --adam-beta2, --init-method-std, --save, --load")
     # arguments.py asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 before Blackwell
     # (and asserts it is not 1 with Megatron-FSDP).
     env = ("CUDA_DEVICE_MAX_CONNECTIONS=1 " if (plan.tp > 1 or plan.cp > 1) and plan.zero < 2
@@ -198,7 +227,14 @@ def parse_megatron_args(text):
                         if experts > 1 else 0),
         expert_ffn=number("moe-ffn-hidden-size"), dense_layers=dense_layers,
         tied_embeddings="untie-embeddings-and-output-weights" not in flags,
-        dropout=float(flags.get("hidden-dropout", 0.1)) > 0)
+        dropout=float(flags.get("hidden-dropout", 0.1)) > 0,
+        norm="rmsnorm" if flags.get("normalization") == "RMSNorm" else "layernorm",
+        rope_theta=number("rotary-base", 10000) if flags.get("position-embedding-type") == "rope" else 0,
+        bias="disable-bias-linear" not in flags,
+        router_score=flags.get("moe-router-score-function", "softmax") if experts > 1 else "softmax",
+        **({"q_lora_rank": number("q-lora-rank", 0), "kv_lora_rank": number("kv-lora-rank"),
+            "qk_head_dim": number("qk-head-dim"), "qk_rope_head_dim": number("qk-pos-emb-head-dim"),
+            "v_head_dim": number("v-head-dim")} if "multi-latent-attention" in flags else {}))
     gpus = int(launcher.get("nnodes", 1)) * int(launcher.get("nproc-per-node", 1))
     tp, pp, cp = number("tensor-model-parallel-size", 1), number("pipeline-model-parallel-size", 1), \
         number("context-parallel-size", 1)
