@@ -19,6 +19,9 @@ What it models
 * All-to-All volume: dispatch and combine each carry k * b * s * h elements per rank per MoE layer
   (article, "Expert parallelism · specification"), of which (ep-1)/ep leaves the rank under
   uniform routing.
+* The devices a token reaches (``expected_holders_reached``): distinct GPUs or nodes hit by its
+  top-k experts under group-limited routing (DeepSeek-V3 Sec. 2.1.2), what a deduplicating
+  dispatcher such as DeepEP sends per token instead of k copies (DeepSeek-V3 Sec. 3.2.2).
 * The straggler effect: the layer finishes when the busiest expert (or EP rank) does, so its time
   scales with max load / mean load (article: "the layer runs at the speed of the busiest expert").
 
@@ -359,6 +362,62 @@ def moe_alltoall_bytes(top_k, micro_batch, seq, hidden, dtype_bytes=2, ep=1):
         raise ValueError("top_k * micro_batch * seq * hidden * dtype_bytes overflows the float range")
     off_rank = per_direction * (ep - 1) / ep
     return AllToAllBytes(per_direction, 2 * per_direction, 4 * per_direction, off_rank, 2 * off_rank)
+
+
+
+# ---- how many devices a token reaches: what a deduplicating dispatcher sends ---------------------------
+
+__all__ += ["expected_holders_reached"]
+
+
+@functools.lru_cache(maxsize=256)
+def expected_holders_reached(experts, top_k, holders, groups=1, group_limit=1):
+    """Expected number of distinct holders (EP ranks, or nodes) one token's ``top_k`` experts
+    sit on, when experts are laid out in order (holder j has experts j·E/H .. (j+1)·E/H - 1,
+    as Megatron-Core and AutoModel place them) and routing is uniform over the groups a
+    token may use: experts form ``groups`` equal groups in order, a token picks
+    ``group_limit`` of them, then ``top_k`` of their experts (group-limited routing:
+    DeepSeek-V2 Sec. 2.1.2 device-limited, DeepSeek-V3 Sec. 2.1.2 node-limited with 8
+    groups, 4 used; Megatron-Core moe_utils.group_limited_topk). ``groups = group_limit``
+    (e.g. 1, 1) is no limit.
+
+    Derivation (ours): the chosen groups are a uniform ``group_limit``-subset of the groups
+    and the experts a uniform ``top_k``-subset of their n = group_limit·E/G experts, so a
+    holder whose experts fall w_g in each group g it overlaps is missed with probability
+    Σ_T P(its chosen groups are T) · C(n − Σ_{g∈T} w_g, k) / C(n, k) (drawing without
+    replacement: the hypergeometric zero term), P(T) = C(G − r, M − |T|) / C(G, M) for the r
+    groups it overlaps. The answer is the sum over holders of 1 − that."""
+    experts = positive_int("experts", experts)
+    top_k = _check_top_k(top_k, experts)
+    holders = positive_int("holders", holders)
+    groups = positive_int("groups", groups)
+    group_limit = positive_int("group_limit", group_limit)
+    for name, value in (("holders", holders), ("groups", groups)):
+        if experts % value:
+            raise ValueError(f"{name}={value} must divide experts={experts}")
+    if group_limit > groups:
+        raise ValueError(f"group_limit={group_limit} must be <= groups={groups}")
+    size, per_holder = experts // groups, experts // holders
+    allowed = group_limit * size
+    if top_k > allowed:
+        raise ValueError(f"top_k={top_k} experts cannot come from group_limit={group_limit} groups of {size}")
+    subsets = math.comb(groups, group_limit)
+    all_picks = math.comb(allowed, top_k)
+    reached = 0.0
+    for holder in range(holders):
+        low, high = holder * per_holder, (holder + 1) * per_holder
+        overlaps = [min(high, (g + 1) * size) - max(low, g * size) for g in range(low // size, (high - 1) // size + 1)]
+        others = groups - len(overlaps)
+        missed = 0.0
+        for chosen in range(1 << len(overlaps)):
+            picked = bin(chosen).count("1")
+            if picked > group_limit or group_limit - picked > others:
+                continue
+            inside = sum(w for i, w in enumerate(overlaps) if chosen >> i & 1)
+            ways = math.comb(others, group_limit - picked) * math.comb(allowed - inside, top_k)
+            missed += ways / (subsets * all_picks)
+        reached += 1.0 - missed
+    return reached
 
 
 # ---- routing in expectation: fast enough for a figure at any size -------------------------------------

@@ -18,7 +18,10 @@ has their clock or memory); DeepSeek-V3 on 1,024 H100s (NVIDIA's recipe recomput
 MLA up-projections, the MLPs and the experts, ``--recompute-modules mla_up_proj mlp moe``:
 priced as full recomputation, the nearest the planner states). A run is priced with the sharding and
 gradient dtype its authors' code sets (IBM's 7B: HSDP in 8-GPU groups; IBM's and llm-foundry's
-"PURE" runs: bf16 gradient reduction). The quotes behind every number are in
+"PURE" runs: bf16 gradient reduction), and the expert dispatch and routing its code sets
+(DeepSeek-V3 on 1,024 H100s: DeepEP through Megatron-Core's flex dispatcher with forced
+balanced routing; NeMo AutoModel's DeepSeek-V3 and Kimi K2: DeepEP with AutoModel's fake
+balanced gate, ``ep_routing='round_robin'``). The quotes behind every number are in
 tests/data/published_runs.json.
 
 The fitting set: Megatron-LM 2021 Table 1 (``GEMM_SHAPE_EFFICIENCY``, ``ELEMENTWISE_TRAFFIC``),
@@ -143,7 +146,7 @@ MPT_7B = Transformer(32, 4096, 32, 2048, 50368, dropout=False)
 DEEPSEEK_V3 = Transformer(61, 7168, 128, 4096, 129280, ffn=18432, gated_mlp=True, experts=256, top_k=8,
                           shared_experts=1, expert_ffn=2048, dense_layers=3, tied_embeddings=False, dropout=False,
                           q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-                          router_score="sigmoid")
+                          router_score="sigmoid", route_groups=8, route_group_limit=4)
 KIMI_K2 = Transformer(61, 7168, 64, 4096, 163840, ffn=18432, gated_mlp=True, experts=384, top_k=8, shared_experts=1,
                       expert_ffn=2048, dense_layers=1, tied_embeddings=False, dropout=False, q_lora_rank=1536,
                       kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, router_score="sigmoid")
@@ -293,16 +296,21 @@ CASES = (
     _case('dgxc-v2508-h100-deepseek-v3-bf16-1024gpu', 'dgxc', CHECK, 'step_time_s', 36.189, DEEPSEEK_V3,
           Cluster('h100_sxm', 1024, 8),
           Plan(pp=8, dp=128, ep=64, global_batch=8192, virtual_stages=2, zero=1, recompute='full',
-          sequence_parallel=False, schedule='interleaved'),
-          "recipe recomputes the MLA up-projections, MLPs and experts: priced as full recomputation"),
+          sequence_parallel=False, schedule='interleaved', ep_dispatch='deepep'),
+          "recipe recomputes the MLA up-projections, MLPs and experts: priced as full recomputation; on H100 it "
+          "dispatches with DeepEP (flex) and forces balanced routing through the 8-group, 4-group-limited router"),
     _case('automodel-h100-deepseek-v3-bf16-256gpu', 'automodel', CHECK, 'step_time_s', 8.18, DEEPSEEK_V3,
           Cluster('h100_sxm', 256, 8),
           Plan(pp=4, dp=64, ep=64, global_batch=512, virtual_stages=8, zero=2, recompute='full',
-          sequence_parallel=False, schedule='interleaved', framework='fsdp')),
+          sequence_parallel=False, schedule='interleaved', framework='fsdp', ep_dispatch='deepep',
+          ep_routing='round_robin'),
+          "DeepEP dispatch; AutoModel's fake balanced gate sends each token to 8 consecutive experts"),
     _case('automodel-h100-kimi-k2-bf16-256gpu', 'automodel', CHECK, 'step_time_s', 8.86, KIMI_K2,
           Cluster('h100_sxm', 256, 8),
           Plan(pp=8, dp=32, ep=32, global_batch=512, virtual_stages=4, zero=2, recompute='full',
-          sequence_parallel=False, schedule='interleaved', framework='fsdp')),
+          sequence_parallel=False, schedule='interleaved', framework='fsdp', ep_dispatch='deepep',
+          ep_routing='round_robin'),
+          "DeepEP dispatch; AutoModel's fake balanced gate sends each token to 8 consecutive experts"),
     _case('sc21-t2-ptdp-175b-384gpu', 'narayanan2021', CHECK, 'hardware_tflops_eq3', 153, GPT_3_175B,
           Cluster('a100_80gb', 384, 8),
           Plan(tp=8, pp=12, dp=4, global_batch=1536, recompute='full', sequence_parallel=False,

@@ -1,7 +1,7 @@
 """One plan's step time and memory: the cost model behind ``predict``."""
 import math
 
-from models import collectives, ddp, hardware, overlap
+from models import collectives, ddp, experts, hardware, overlap
 from models._validate import divides, positive
 from models.planner.model import (
     ACTIVATION_BYTES, ADAM_STEP_BYTES, GRAD_BYTES, GRAD_REDUCE_BYTES, MEMORY_PARTS, OPTIMIZER_BYTES, PARAM_BYTES,
@@ -292,8 +292,8 @@ class _Layer:
                  "working_bytes", "params", "expert_params", "largest_matrix")
 
 
-def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap):
-    key = (tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap)
+def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap, dispatch=("alltoall", "router")):
+    key = (tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap, dispatch)
     cached = ctx.layer_cache.get(key)
     if cached is not None:
         return cached
@@ -391,10 +391,13 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap
     else:
         layer.cp_s = 0.0
     # EP: All-to-All dispatch and combine per pass, k copies of each token (article's EP
-    # ledger, models.experts.moe_alltoall_bytes), nothing to hide behind.
+    # ledger, models.experts.moe_alltoall_bytes), or DeepEP's (_deepep_s); nothing to hide behind.
     if moe and ep > 1:
-        send = ACTIVATION_BYTES * tokens * model.top_k * h / tp
-        layer.ep_s = overlap.hidden_comm("ep", 2 * passes * ctx.collective_s("alltoall", send, tp, ep), 0.0).exposed_s
+        if dispatch[0] == "deepep":
+            one_s = _deepep_s(ctx, tokens * h / tp, tp, ep, dispatch[1])
+        else:
+            one_s = ctx.collective_s("alltoall", ACTIVATION_BYTES * tokens * model.top_k * h / tp, tp, ep)
+        layer.ep_s = overlap.hidden_comm("ep", 2 * passes * one_s, 0.0).exposed_s
     else:
         layer.ep_s = 0.0
     layer.ledger_bytes, _ = _layer_ledger(model, s_local, mb, tp, sp, recompute, flash, moe, ep)
@@ -415,6 +418,34 @@ def _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, moe, framework, tp_overlap
         layer.expert_params = 0.0
     ctx.layer_cache[key] = layer
     return layer
+
+
+def _deepep_s(ctx, elements, tp, ep, routing):
+    """Seconds of one DeepEP dispatch (or combine, its mirror) of ``elements`` hidden values
+    per rank over an EP group of ``ep`` ranks ``tp`` apart (DeepEP's normal kernels,
+    docs/legacy.md; DeepSeek-V3 Sec. 3.2.2): a token crosses the network once per node it is
+    routed to, to the GPU of the same in-node index there, an All-to-All among the group's
+    nodes of D_node copies per token; there, and on its own node, it goes over NVLink once
+    to each GPU holding its experts, an All-to-All among the group's GPUs in a node of
+    D_rank copies per token. The two run at once ("communications via IB and NVLink are
+    fully overlapped", DeepSeek-V3 Sec. 3.2.2), so the slower one sets the time. D_node and
+    D_rank: models.experts.expected_holders_reached for the model's group-limited routing,
+    or for AutoModel's round-robin gate (one group of k consecutive experts per token)."""
+    model = ctx.model
+    g = ctx.cluster.gpus_per_node
+    per_node = max(1, min(ep, g // tp)) if tp < g else 1
+    nodes = ep // per_node
+    if routing == "round_robin":
+        groups, limit = model.experts // model.top_k, 1
+    else:
+        groups, limit = model.route_groups, model.route_group_limit
+    on_ranks = experts.expected_holders_reached(model.experts, model.top_k, ep, groups, limit)
+    nvlink_s = ctx.collective_s("alltoall", ACTIVATION_BYTES * elements * on_ranks, tp, per_node)
+    if nodes == 1:
+        return nvlink_s
+    on_nodes = experts.expected_holders_reached(model.experts, model.top_k, nodes, groups, limit)
+    network_s = ctx.collective_s("alltoall", ACTIVATION_BYTES * elements * on_nodes, tp * per_node, nodes)
+    return max(network_s, nvlink_s)
 
 
 def _stage_layout(ctx, pp, v):
@@ -507,11 +538,11 @@ class _Terms:
 
 
 def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch, framework="megatron",
-           tp_overlap=False, shard_group=0, grad_reduce="fp32"):
+           tp_overlap=False, shard_group=0, grad_reduce="fp32", dispatch=("alltoall", "router")):
     """Per-microbatch seconds and per-rank bytes of a layout (every pipeline rank that
     differs), everything but the ZeRO stage's share."""
     key = (tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, global_batch, framework, tp_overlap,
-           shard_group, grad_reduce)
+           shard_group, grad_reduce, dispatch)
     cached = ctx.terms_cache.get(key)
     if cached is not None:
         return cached
@@ -523,7 +554,8 @@ def _terms(ctx, tp, pp, dp, cp, ep, mb, v, recompute, sp, schedule, flash, globa
     sp = sp and tp > 1
     tp_overlap = tp_overlap and sp
     dense = _layer(ctx, tp, cp, mb, 1, sp, recompute, flash, False, framework, tp_overlap) if ctx.has_dense else None
-    moe = _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, True, framework, tp_overlap) if model.experts > 1 else None
+    moe = _layer(ctx, tp, cp, mb, ep, sp, recompute, flash, True, framework, tp_overlap,
+                 dispatch) if model.experts > 1 else None
     tokens = mb * (s // cp)
     outside = tp if sp else 1
     # The output layer and loss on the last rank: logit GEMM forward, twice that backward,
@@ -869,6 +901,13 @@ def _check(model, cluster, plan):
             raise ValueError(f"ep={plan.ep} needs a mixture-of-experts model (experts > 1)")
         divides("ep", plan.ep, "experts", model.experts)
         divides("ep", plan.ep, "dp*cp", plan.dp * plan.cp)
+        per_node = max(1, cluster.gpus_per_node // plan.tp)
+        if plan.ep_dispatch == "deepep" and plan.ep > per_node and plan.ep % per_node:
+            raise ValueError(f"ep_dispatch='deepep' with ep={plan.ep}: DeepEP forwards between whole nodes, so ep "
+                             f"must be a multiple of the {per_node} EP ranks a node holds")
+        if plan.ep_routing == "round_robin" and model.experts % model.top_k:
+            raise ValueError(f"ep_routing='round_robin' prices blocks of top_k={model.top_k} consecutive experts: "
+                             f"top_k must divide experts={model.experts}")
     if plan.pp > model.layers:
         raise ValueError(f"pp={plan.pp} must be <= layers={model.layers} (a pipeline rank needs a layer)")
     chunks = plan.pp * plan.virtual_stages
@@ -888,7 +927,8 @@ def predict(model, cluster, plan):
     ctx = _context(model, cluster, keep=False)
     terms = _terms(ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.microbatch, plan.virtual_stages,
                    plan.recompute, plan.sequence_parallel, plan.schedule, plan.flash_attention, plan.global_batch,
-                   plan.framework, plan.tp_comm_overlap, plan.shard_group, plan.grad_reduce)
+                   plan.framework, plan.tp_comm_overlap, plan.shard_group, plan.grad_reduce,
+                   (plan.ep_dispatch, plan.ep_routing))
     return _finish(ctx, terms, plan.zero, detail=True)
 
 

@@ -36,6 +36,19 @@ ADAM_STEP_BYTES = memory.optimizer_step_traffic_bytes(param_bytes=PARAM_BYTES, g
 # matmuls but every second one, of attention and of reduce-scatter / all-to-all are kept,
 # everything else recomputed; PyTorch FSDP only); "full", only each layer's input kept.
 RECOMPUTE_OPTIONS = ("none", "selective", "op", "full")
+# How an expert-parallel layer moves its tokens (docs/MODELS.md, "Expert dispatch"): "alltoall"
+# sends every token once per chosen expert (Megatron-Core's alltoall dispatcher, torchtitan's
+# all-to-all); "deepep" is DeepEP's normal kernels (Megatron-Core --moe-token-dispatcher-type
+# flex with the deepep backend, AutoModel's enable_deepep / dispatcher: deepep), which send a
+# token over the network once per destination node and forward it over NVLink inside the node
+# (DeepSeek-V3 Sec. 3.2.2; DeepEP docs/legacy.md "Normal kernels with NVLink and RDMA forwarding").
+EP_DISPATCHES = ("alltoall", "deepep")
+# Which experts the tokens go to: "router", the model's router, priced as uniform over the
+# groups its group-limited routing allows (Transformer.route_groups / route_group_limit), as
+# Megatron-Core's --moe-router-force-load-balancing benchmarks do (random logits through the
+# same group-limited top-k); "round_robin", NeMo AutoModel's FakeBalancedGate
+# (fake_balanced_gate: true), which sends token t to experts t·k .. t·k + k - 1 (mod E).
+EP_ROUTINGS = ("router", "round_robin")
 # How a router scores experts: softmax over the logits (Mixtral; DeepSeek-V2 Eq. 22) or a
 # sigmoid per expert, normalised over the chosen top-k (DeepSeek-V3 Eq. 15-16).
 ROUTER_SCORES = ("softmax", "sigmoid")
@@ -83,7 +96,11 @@ class Transformer:
     position plus ``qk_rope_head_dim`` carrying the decoupled RoPE (one rope key shared by
     every head), each value head ``v_head_dim``. ``router_score``: how the router turns
     logits into gates, "softmax" (Mixtral, DeepSeek-V2) or "sigmoid" (DeepSeek-V3, Kimi K2);
-    it changes no cost. Multi-token prediction (DeepSeek-V3 Sec. 2.2: one more transformer
+    it changes no cost. Group-limited routing (DeepSeek-V3 Sec. 2.1.2, node-limited; the HF
+    config's n_group / topk_group, Megatron-Core's moe_router_num_groups / group_topk): the
+    experts form ``route_groups`` equal groups in order and a token's ``top_k`` experts come
+    from at most ``route_group_limit`` of them (1 and 1: no limit); it prices only what a
+    deduplicating dispatcher sends (``Plan.ep_dispatch = "deepep"``). Multi-token prediction (DeepSeek-V3 Sec. 2.2: one more transformer
     block and projection per extra predicted token) is not priced: a model here predicts
     the next token only.
 
@@ -113,12 +130,15 @@ class Transformer:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     router_score: str = "softmax"
+    route_groups: int = 1
+    route_group_limit: int = 1
     norm: str = "layernorm"
     rope_theta: float = 0
     bias: bool = True
 
     def __post_init__(self):
-        for name in ("layers", "hidden", "heads", "seq_len", "vocab", "experts", "top_k"):
+        for name in ("layers", "hidden", "heads", "seq_len", "vocab", "experts", "top_k", "route_groups",
+                     "route_group_limit"):
             object.__setattr__(self, name, positive_int(name, getattr(self, name)))
         for name in ("shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
                      "qk_rope_head_dim", "v_head_dim"):
@@ -140,6 +160,12 @@ class Transformer:
         if self.dense_layers >= self.layers and self.experts > 1:
             raise ValueError(f"dense_layers={self.dense_layers} must be < layers={self.layers}")
         choice("router_score", self.router_score, ROUTER_SCORES)
+        divides("route_groups", self.route_groups, "experts", self.experts)
+        if self.route_group_limit > self.route_groups:
+            raise ValueError(f"route_group_limit={self.route_group_limit} must be <= route_groups={self.route_groups}")
+        if self.top_k > self.route_group_limit * (self.experts // self.route_groups):
+            raise ValueError(f"top_k={self.top_k} experts cannot come from route_group_limit={self.route_group_limit} "
+                             f"groups of {self.experts // self.route_groups}")
         choice("norm", self.norm, NORMS)
         non_negative("rope_theta", self.rope_theta)
         _flag("bias", self.bias)
@@ -353,7 +379,9 @@ class Plan:
     FlashAttention (never materialises the score matrix); the ``framework`` that runs it
     (``FRAMEWORKS``); ``tp_comm_overlap``: Megatron-Core's tensor-parallel communication
     overlapped with the GEMMs it feeds (Transformer Engine userbuffers, ``--tp-comm-overlap``,
-    which needs sequence parallelism)."""
+    which needs sequence parallelism). ``ep_dispatch``: how expert parallelism moves tokens
+    (``EP_DISPATCHES``), ``ep_routing``: which experts they go to (``EP_ROUTINGS``); neither
+    is searched, both priced when a plan gives them."""
 
     tp: int = 1
     pp: int = 1
@@ -372,6 +400,8 @@ class Plan:
     tp_comm_overlap: bool = False
     shard_group: int = 0
     grad_reduce: str = "fp32"
+    ep_dispatch: str = "alltoall"
+    ep_routing: str = "router"
 
     def __post_init__(self):
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "global_batch", "virtual_stages"):
@@ -392,6 +422,8 @@ class Plan:
             raise ValueError(f"recompute='op' is torchtitan's per-op selective checkpointing: it needs "
                              f"framework='fsdp', not {self.framework!r}")
         choice("grad_reduce", self.grad_reduce, tuple(GRAD_REDUCE_BYTES))
+        choice("ep_dispatch", self.ep_dispatch, EP_DISPATCHES)
+        choice("ep_routing", self.ep_routing, EP_ROUTINGS)
         shard = non_negative_int("shard_group", self.shard_group)
         data = self.dp * self.cp
         if shard == data:
@@ -437,6 +469,8 @@ class Plan:
             parts.append(f"HSDP {self.shard_group}x{self.dp * self.cp // self.shard_group}")
         if self.grad_reduce != "fp32":
             parts.append(f"{self.grad_reduce} grads")
+        if self.ep > 1 and self.ep_dispatch != "alltoall":
+            parts.append(self.ep_dispatch if self.ep_routing == "router" else f"{self.ep_dispatch} {self.ep_routing}")
         parts.append(f"{self.recompute} recompute")
         return " ".join(parts)
 

@@ -55,9 +55,10 @@ MODELS = {p.key: p for p in (
                 Transformer(61, 7168, 128, 4096, 129280, ffn=18432, gated_mlp=True, experts=256, top_k=8,
                             shared_experts=1, expert_ffn=2048, dense_layers=3, **_llama_style(10000),
                             q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-                            router_score="sigmoid"),
+                            router_score="sigmoid", route_groups=8, route_group_limit=4),
                 "DeepSeek-V3 Technical Report, Sec. 4.2 (multi-head latent attention; the multi-token-prediction "
-                "module is not priced)"),
+                "module is not priced) and Sec. 2.1.2 (node-limited routing: 8 groups of experts, each token "
+                "sent to at most 4; NeMo's DeepSeekV3Config moe_router_num_groups 8, moe_router_group_topk 4)"),
     ModelPreset("kimi-k2", "Kimi K2 1T",
                 Transformer(61, 7168, 64, 4096, 163840, ffn=18432, gated_mlp=True, experts=384, top_k=8,
                             shared_experts=1, expert_ffn=2048, dense_layers=1, **_llama_style(50000),

@@ -79,25 +79,20 @@ def test_fitting_and_memory_cases_within_6_percent(check):
 
 
 def test_checking_set_holds_the_targets_it_was_built_to():
-    """The checking set's errors (no constant was tuned on it): the target was a mean <= 8%;
-    with DeepSeek-V3's two runs and Kimi K2's admitted (issue 41) it is 8.6%, guarded at 9%
-    until the expert-parallel mechanism below is priced better. A regression guard on the largest
-    (the issue's target is 20%). Four runs are over it, each documented
-    in docs/MODELS.md: IBM's 7B on H100s run as HSDP with bf16 gradients (+30%); torchtitan's
-    two Llama 3.1 8B runs on Grand Teton H100s (96 GB HBM2e at 500 W, priced as the 700 W
-    H100 SXM: +27%, +31%); DeepSeek-V3 on 1,024 H100s (NeMo) and on 256 H100s, and Kimi K2
-    on 256 H100s (NeMo AutoModel with DeepEP), where the planner's expert-parallel All-to-All
-    over one NIC per GPU, three passes with recomputation, is most of the step (-34%, -44%,
-    -37%)."""
+    """The checking set's errors (no constant was tuned on it): the target is a mean <= 8%
+    (7.2% with DeepSeek-V3's two runs and Kimi K2's admitted, issue 41, and priced with the
+    DeepEP dispatch and routing their code sets). A regression guard on the largest (the
+    issue's target is 20%). Four runs are over it, each documented in docs/MODELS.md: IBM's
+    7B on H100s run as HSDP with bf16 gradients (+30%); torchtitan's two Llama 3.1 8B runs on
+    Grand Teton H100s (96 GB HBM2e at 500 W, priced as the 700 W H100 SXM: +27%, +31%); Kimi K2
+    on 256 H100s (NeMo AutoModel, DeepEP with its round-robin gate: +29%, predicted too fast)."""
     checks = [c for c in planner.validate() if c.case.role == "check" and c.case.end_to_end]
     assert len(checks) >= 50
-    assert sum(abs(c.error) for c in checks) / len(checks) <= 0.09
+    assert sum(abs(c.error) for c in checks) / len(checks) <= 0.08
     over = sorted(c.case.case_id for c in checks if abs(c.error) > 0.20)
-    assert over == ["automodel-h100-deepseek-v3-bf16-256gpu", "automodel-h100-kimi-k2-bf16-256gpu",
-                    "dgxc-v2508-h100-deepseek-v3-bf16-1024gpu",
-                    "ibm_fsdp_llama2_7b_h100_sxm", "ttbench_llama31_8b_128h100_fsdp_op_sac",
-                    "ttbench_llama31_8b_8h100_fsdp_op_sac"], over
-    assert all(abs(c.error) < 0.45 for c in checks)
+    assert over == ["automodel-h100-kimi-k2-bf16-256gpu", "ibm_fsdp_llama2_7b_h100_sxm",
+                    "ttbench_llama31_8b_128h100_fsdp_op_sac", "ttbench_llama31_8b_8h100_fsdp_op_sac"], over
+    assert all(abs(c.error) < 0.35 for c in checks)
 
 
 def test_no_run_that_ran_is_said_not_to_fit():
