@@ -106,6 +106,9 @@ def megatron_args(model, cluster, plan):
                  f"--moe-ffn-hidden-size {model.expert_ffn}", "--moe-grouped-gemm"]
         if model.router_score != "softmax":
             args.append(f"--moe-router-score-function {model.router_score}")
+        if model.route_groups > 1:  # group-limited routing (DeepSeek-V3 Sec. 2.1.2)
+            args += [f"--moe-router-num-groups {model.route_groups}",
+                     f"--moe-router-group-topk {model.route_group_limit}"]
         if model.shared_experts:
             args.append(f"--moe-shared-expert-intermediate-size {model.shared_experts * model.expert_ffn}")
         if model.dense_layers:
@@ -122,7 +125,12 @@ def megatron_args(model, cluster, plan):
         # all-to-all (Megatron's default dispatcher is allgather).
         args.append(f"--expert-tensor-parallel-size {plan.tp}")
         if plan.ep > 1:
-            args += [f"--expert-model-parallel-size {plan.ep}", "--moe-token-dispatcher-type alltoall"]
+            args.append(f"--expert-model-parallel-size {plan.ep}")
+            args += (["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep"]
+                     if plan.ep_dispatch == "deepep" else ["--moe-token-dispatcher-type alltoall"])
+            if plan.ep_routing == "round_robin":
+                notes.append("# the plan prices NeMo AutoModel's round-robin gate (a benchmark); Megatron-LM's nearest, "
+                             "--moe-router-force-load-balancing, routes random logits instead")
     if plan.sequence_parallel and plan.tp > 1:
         args.append("--sequence-parallel")
     if plan.tp_comm_overlap:
@@ -237,6 +245,7 @@ def parse_megatron_args(text):
         rope_theta=number("rotary-base", 10000) if flags.get("position-embedding-type") == "rope" else 0,
         bias="disable-bias-linear" not in flags,
         router_score=flags.get("moe-router-score-function", "softmax") if experts > 1 else "softmax",
+        route_groups=number("moe-router-num-groups", 1), route_group_limit=number("moe-router-group-topk", 1),
         **({"q_lora_rank": number("q-lora-rank", 0), "kv_lora_rank": number("kv-lora-rank"),
             "qk_head_dim": number("qk-head-dim"), "qk_rope_head_dim": number("qk-pos-emb-head-dim"),
             "v_head_dim": number("v-head-dim")} if "multi-latent-attention" in flags else {}))
@@ -258,7 +267,8 @@ def parse_megatron_args(text):
                 schedule="interleaved" if v > 1 else "1f1b",
                 flash_attention=flags.get("attention-backend", "auto") in ("flash", "auto"),
                 tp_comm_overlap="tp-comm-overlap" in flags,
-                grad_reduce="bf16" if "grad-reduce-in-bf16" in flags else "fp32")
+                grad_reduce="bf16" if "grad-reduce-in-bf16" in flags else "fp32",
+                ep_dispatch="deepep" if flags.get("moe-flex-dispatcher-backend") == "deepep" else "alltoall")
     return model, gpus, plan
 
 
@@ -296,8 +306,10 @@ def _torchtitan_registration(model):
     the torchtitan model that builds ``model`` once registered as a flavor."""
     h = model.hidden
     rope = f", rope_theta={model.rope_theta:g}" if model.rope_theta else ""
+    groups = (f"num_expert_groups={model.route_groups}, num_limited_groups={model.route_group_limit}, "
+              if model.route_groups > 1 else "")
     moe = (f"MoEArgs(num_experts={model.experts}, num_shared_experts={model.shared_experts}, top_k={model.top_k}, "
-           f"score_func={model.router_score!r}, route_norm=True, score_before_experts=False)")
+           f"{groups}score_func={model.router_score!r}, route_norm=True, score_before_experts=False)")
     if not model.moe:
         fields = f"dim={h}, n_layers={model.layers}, n_heads={model.heads}, n_kv_heads={model.kv_heads}, " \
                  f"vocab_size={model.vocab}, " + _llama_ffn(h, model.ffn) + rope
@@ -489,6 +501,10 @@ def torchtitan_toml(model, cluster, plan, preset=None):
         lines.append(f"expert_parallel_degree = {plan.ep}")
         if plan.ep > 1 and plan.tp > 1:
             lines.append(f"expert_tensor_parallel_degree = {plan.tp}  # experts split tp ways, ep out of dp x cp")
+        if plan.ep > 1 and plan.ep_dispatch == "deepep":
+            lines.append('expert_parallel_comm_backend = "deepep"')
+        if plan.ep > 1 and plan.ep_routing == "round_robin":
+            lines.append("# the plan prices NeMo AutoModel's round-robin gate (a benchmark): torchtitan routes by its router")
     mode = "selective" if plan.recompute == "op" else plan.recompute
     lines += ["", "[activation_checkpoint]", f"mode = {_toml_value(mode)}"]
     if plan.recompute == "selective":
@@ -541,4 +557,5 @@ def parse_torchtitan_toml(text, model):
                 microbatch=parallel.get("pipeline_parallel_microbatch_size", 1) if pp > 1 else local,
                 global_batch=training.get("global_batch_size"), virtual_stages=chunks // pp, zero=zero,
                 recompute=mode, sequence_parallel=True, schedule=schedule if pp > 1 else "1f1b", flash_attention=True,
-                framework="fsdp", shard_group=shard * cp if replicate > 1 and shard * cp > 1 else 0)
+                framework="fsdp", shard_group=shard * cp if replicate > 1 and shard * cp > 1 else 0,
+                ep_dispatch="deepep" if parallel.get("expert_parallel_comm_backend") == "deepep" else "alltoall")

@@ -17,6 +17,8 @@ planner priced, with the parallel layout it priced.
   ``torch.cuda.get_device_capability`` reporting the cluster's GPU (9 for an H100, 10 for a
   B200: validate_args asks both), and
   ``--no-rope-fusion`` added to the command (the fused RoPE needs Transformer Engine).
+  A torchtitan config asking for DeepEP (``expert_parallel_comm_backend = "deepep"``) fails
+  to import its GPU kernels here; the model is then built with the standard all-to-all.
 
 Both skip cleanly when the tools are absent; ``make check-exports`` installs them in a side
 environment and runs this module."""
@@ -51,7 +53,8 @@ def test_every_preset_has_a_scale():
 
 def _plans(preset, framework):
     """The plans exported for a preset: the search's best two for ``framework``, its best
-    without a pipeline, and the hand-built export cases of test_planner_exports."""
+    without a pipeline, the hand-built export cases of test_planner_exports and the
+    checking set's published runs of the model."""
     from tests.models.test_planner_exports import EXPORT_CASES
 
     cluster_key, gpus, batch = SCALES[preset]
@@ -64,6 +67,8 @@ def _plans(preset, framework):
             found = ()
         plans += [(cluster, c.plan) for c in found if c.plan not in [p for _, p in plans]]
     plans += [(planner.cluster_preset(c, g), p) for key, c, g, p in EXPORT_CASES if key == preset]
+    plans += [(case.cluster, case.plan) for case in planner.CASES if case.model == model
+              and (case.cluster, case.plan) not in plans]  # the checking set's runs of this model
     assert plans, preset
     return model, plans
 
@@ -134,8 +139,14 @@ def check_torchtitan(model, cluster, plan, preset, tmp_path):
     _register(text, spec)
     args = copy.deepcopy(spec.model_args[job.model.flavor])
     args.update_from_config(job)  # refuses FlexAttention with context parallelism
-    with torch.device("meta"):
-        built = spec.model_cls(args)
+    try:
+        with torch.device("meta"):
+            built = spec.model_cls(args)
+    except ImportError as missing:  # DeepEP's kernels are a GPU package: the config asked for them
+        assert p.expert_parallel_comm_backend == "deepep" and "DeepEP" in str(missing)
+        args.moe_impl = "standard"  # the same model with torchtitan's all-to-all
+        with torch.device("meta"):
+            built = spec.model_cls(args)
     compare_torchtitan(model, built, args, text)
     return "built"
 
@@ -154,6 +165,7 @@ def compare_torchtitan(model, built, args, text):
         moe = args.moe_args
         assert (moe.num_experts, moe.top_k, moe.num_shared_experts, args.moe_inter_dim, moe.score_func) == (
             model.experts, model.top_k, model.shared_experts, model.expert_ffn, model.router_score)
+        assert (moe.num_expert_groups or 1, moe.num_limited_groups or 1) == (model.route_groups, model.route_group_limit)
         experts = [layer.moe.experts.w1.shape for layer in layers if getattr(layer, "moe", None) is not None]
         assert experts == [(model.experts, model.expert_ffn, model.hidden)] * model.moe_layers
     if model.mla:
@@ -255,6 +267,11 @@ def compare_megatron(model, plan, args, config):
             model.experts, model.top_k, model.expert_ffn, model.router_score, True)
         assert config.moe_shared_expert_intermediate_size == (model.shared_experts * model.expert_ffn or None)
         assert (config.expert_model_parallel_size, config.expert_tensor_parallel_size) == (plan.ep, plan.tp)
+        assert (config.moe_router_num_groups or 1, config.moe_router_group_topk or 1) == (
+            model.route_groups, model.route_group_limit)
+        if plan.ep > 1:
+            assert (config.moe_token_dispatcher_type, config.moe_flex_dispatcher_backend) == (
+                ("flex", "deepep") if plan.ep_dispatch == "deepep" else ("alltoall", "deepep"))
         layers = config.moe_layer_freq if isinstance(config.moe_layer_freq, list) else [1] * model.layers
         assert layers == [0] * model.dense_layers + [1] * model.moe_layers
     else:
