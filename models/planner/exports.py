@@ -129,8 +129,8 @@ def megatron_args(model, cluster, plan):
             args += (["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep"]
                      if plan.ep_dispatch == "deepep" else ["--moe-token-dispatcher-type alltoall"])
             if plan.ep_routing == "round_robin":
-                notes.append("# the plan prices NeMo AutoModel's round-robin gate (a benchmark); Megatron-LM's nearest, "
-                             "--moe-router-force-load-balancing, routes random logits instead")
+                notes.append("# the plan prices NeMo AutoModel's round-robin gate (a benchmark); Megatron-LM's "
+                             "nearest, --moe-router-force-load-balancing, routes random logits instead")
     if plan.sequence_parallel and plan.tp > 1:
         args.append("--sequence-parallel")
     if plan.tp_comm_overlap:
@@ -165,8 +165,8 @@ def megatron_args(model, cluster, plan):
     elif plan.pp > 1 and plan.schedule in ("gpipe", "zb-h1"):
         notes.append(f"# Megatron-LM has no {SCHEDULE_NAMES[plan.schedule]} schedule: this runs 1F1B.")
     notes.append("# add your data and optimizer, and your tokenizer for NullTokenizer: --data-path (or --mock-data), "
-                 "--tokenizer-type, --tokenizer-model, --train-iters, --lr, --min-lr, --lr-decay-style, --lr-warmup-iters, "
-                 "--weight-decay, --clip-grad, --adam-beta1, --adam-beta2, --init-method-std, --save, --load")
+                 "--tokenizer-type, --tokenizer-model, --train-iters, --lr, --min-lr, --lr-decay-style, "
+                 "--lr-warmup-iters, --weight-decay, --clip-grad, --adam-beta1, --adam-beta2, --init-method-std, --save, --load")
     # arguments.py asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 before Blackwell
     # (and asserts it is not 1 with Megatron-FSDP).
     env = ("CUDA_DEVICE_MAX_CONNECTIONS=1 " if (plan.tp > 1 or plan.cp > 1) and plan.zero < 2
@@ -330,7 +330,8 @@ def _torchtitan_registration(model):
                       f"qk_nope_head_dim={model.qk_head_dim}, qk_rope_head_dim={model.qk_rope_head_dim}, " \
                       f"v_head_dim={model.v_head_dim}"
         return "deepseek_v3", "DeepSeekV3ModelArgs", fields + rope, \
-            "" if model.mla else "deepseek_v3 (dense first layers, shared experts), which uses multi-head latent attention"
+            "" if model.mla else ("deepseek_v3 (dense first layers, shared experts), which uses multi-head latent "
+                                  "attention")
     fields = f"dim={h}, n_layers={model.layers}, n_heads={model.heads}, n_kv_heads={model.kv_heads}, " \
              f"head_dim={model.head_dim}, hidden_dim={model.ffn}, vocab_size={model.vocab}, qk_norm=False, " \
              f"moe_enabled=True, moe_inter_dim={model.expert_ffn}, moe_args={moe}" + rope
@@ -504,7 +505,8 @@ def torchtitan_toml(model, cluster, plan, preset=None):
         if plan.ep > 1 and plan.ep_dispatch == "deepep":
             lines.append('expert_parallel_comm_backend = "deepep"')
         if plan.ep > 1 and plan.ep_routing == "round_robin":
-            lines.append("# the plan prices NeMo AutoModel's round-robin gate (a benchmark): torchtitan routes by its router")
+            lines.append("# the plan prices NeMo AutoModel's round-robin gate (a benchmark): torchtitan routes by "
+                         "its router")
     mode = "selective" if plan.recompute == "op" else plan.recompute
     lines += ["", "[activation_checkpoint]", f"mode = {_toml_value(mode)}"]
     if plan.recompute == "selective":

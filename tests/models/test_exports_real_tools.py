@@ -165,7 +165,8 @@ def compare_torchtitan(model, built, args, text):
         moe = args.moe_args
         assert (moe.num_experts, moe.top_k, moe.num_shared_experts, args.moe_inter_dim, moe.score_func) == (
             model.experts, model.top_k, model.shared_experts, model.expert_ffn, model.router_score)
-        assert (moe.num_expert_groups or 1, moe.num_limited_groups or 1) == (model.route_groups, model.route_group_limit)
+        groups = (moe.num_expert_groups or 1, moe.num_limited_groups or 1)
+        assert groups == (model.route_groups, model.route_group_limit)
         experts = [layer.moe.experts.w1.shape for layer in layers if getattr(layer, "moe", None) is not None]
         assert experts == [(model.experts, model.expert_ffn, model.hidden)] * model.moe_layers
     if model.mla:

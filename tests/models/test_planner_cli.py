@@ -212,7 +212,8 @@ UNREADABLE = [
 ]
 
 
-@pytest.mark.parametrize("args,message", HOSTILE, ids=lambda x: " ".join(x[len(SMALL):]) if isinstance(x, tuple) else "")
+@pytest.mark.parametrize("args,message", HOSTILE,
+                         ids=lambda x: " ".join(x[len(SMALL):]) if isinstance(x, tuple) else "")
 def test_hostile_input_exits_2_with_one_line(args, message):
     done = run(*args)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr

@@ -348,7 +348,8 @@ def torchtitan_equivalent(plan, name):
     too where torchtitan applies FSDP anyway (cp > 1, ep > 1, or a llama3 model with other
     parallelism); no sharding at all with one data-parallel rank; no ZB-H1 (1F1B); nothing to
     interleave without a pipeline; sequence parallelism always with TP; FlashAttention is
-    SDPA's choice; selective checkpointing as torchtitan's per-op policy; run by FSDP, without Megatron-Core's TP overlap; gradients reduced in fp32
+    SDPA's choice; selective checkpointing as torchtitan's per-op policy; run by FSDP,
+    without Megatron-Core's TP overlap; gradients reduced in fp32
     (torchtitan's only mixed_precision_reduce); HSDP as it is."""
     if plan.dp * plan.cp == 1:
         zero = 0
@@ -359,7 +360,8 @@ def torchtitan_equivalent(plan, name):
     v = plan.virtual_stages if plan.pp > 1 else 1
     schedule = {"zb-h1": "1f1b"}.get(plan.schedule, plan.schedule) if plan.pp > 1 else "1f1b"
     return replace(plan, zero=zero, virtual_stages=v, schedule=schedule if v > 1 or schedule != "interleaved"
-                   else "1f1b", recompute="op" if plan.recompute == "selective" else plan.recompute, sequence_parallel=True, flash_attention=True, framework="fsdp", tp_comm_overlap=False,
+                   else "1f1b", recompute="op" if plan.recompute == "selective" else plan.recompute,
+                   sequence_parallel=True, flash_attention=True, framework="fsdp", tp_comm_overlap=False,
                    grad_reduce="fp32")
 
 
@@ -606,8 +608,8 @@ def test_the_lab_says_why_next_to_an_export_the_planner_refuses():
     from figures import registry
 
     lab = registry()[21]
-    view = lab.render(lab.validate_state({**lab.default_state(), "model": "mixtral-8x7b", "cluster": "dgx-h100", "gpus": 64, "batch": 256,
-                                          "pp": 2}))
+    state = {**lab.default_state(), "model": "mixtral-8x7b", "cluster": "dgx-h100", "gpus": 64, "batch": 256, "pp": 2}
+    view = lab.render(lab.validate_state(state))
     assert "torchtitan TOML: torchtitan v0.2.2 cannot run this plan" in view.html
     assert "pretrain_gpt.py" in view.html
 
