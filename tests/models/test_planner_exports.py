@@ -625,3 +625,39 @@ def test_a_preset_at_its_own_or_another_sequence_length_keeps_its_flavor_and_rop
         assert config["model"] == {"name": "llama3", "flavor": "8B"} and config["training"]["seq_len"] == seq_len
     deeper = planner.torchtitan_toml(replace(planner.model_preset("llama3-8b"), layers=40), cluster, plan, None)
     assert 'flavor = "custom"' in deeper and "rope_theta=500000" in deeper
+
+
+def _registrations(text):
+    """(flavor, model name, the call) of each registration line an export writes."""
+    for line in text.splitlines():
+        found = re.match(r'# register "([^"]+)" in torchtitan/models/(\w+)/__init__.py as (.*)$', line)
+        if found:
+            yield found.group(1), found.group(2), ast.parse(found.group(3), mode="eval").body
+
+
+@pytest.mark.parametrize("preset", list(planner.MODELS))
+def test_registration_lines_use_only_pinned_model_fields(preset):
+    """The flavor an export asks the reader to register is a call of the model's args class
+    with fields torchtitan v0.2.2 has (its MoEArgs fields as its flavors use them); each
+    preset with a field changed, and the FlexAttention flavors under context parallelism."""
+    moe_fields = {key for entry in TORCHTITAN["models"].values() for flavor in entry["flavors"].values()
+                  for key in (flavor.get("moe_args") or {})}
+    model = planner.model_preset(preset)
+    cluster = planner.cluster_preset("dgx-h100", 64)
+    plan = Plan(dp=16, cp=4, global_batch=64, zero=3, framework="fsdp")
+    texts = [planner.torchtitan_toml(replace(model, layers=model.layers + 1), cluster, plan, None),
+             planner.torchtitan_toml(model, cluster, plan, preset)]
+    found = [r for text in texts for r in _registrations(text)]
+    assert found or exports.torchtitan_flavor(model) is None
+    for flavor, name, call in found:
+        assert flavor not in TORCHTITAN["models"][name]["flavors"]
+        if isinstance(call.func, ast.Name) and call.func.id == "replace":  # a pinned flavor on SDPA
+            assert ast.unparse(call.args[0]).startswith("deepseekv3_args[")
+            continue
+        assert {k.arg for k in call.keywords} <= set(TORCHTITAN["models"][name]["defaults"]), preset
+        for keyword in call.keywords:
+            if keyword.arg == "moe_args":
+                assert {k.arg for k in keyword.value.keywords} <= moe_fields
+        if model.rope_theta:
+            assert {"rope_theta": model.rope_theta} == {k.arg: k.value.value for k in call.keywords
+                                                        if k.arg == "rope_theta"}
