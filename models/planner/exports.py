@@ -114,7 +114,7 @@ def megatron_args(model, cluster, plan):
         if model.dense_layers:
             args.append(f"--moe-layer-freq '([0]*{model.dense_layers}+[1]*{model.moe_layers})'")
         notes.append("# router details the planner does not price are yours to add (e.g. DeepSeek-V3's "
-                     "--moe-router-enable-expert-bias, --moe-router-num-groups, --moe-router-topk-scaling-factor)")
+                     "--moe-router-enable-expert-bias, --moe-router-topk-scaling-factor)")
     args += [f"--tensor-model-parallel-size {plan.tp}", f"--pipeline-model-parallel-size {plan.pp}"]
     args += _megatron_split(model, plan)
     if plan.cp > 1:
