@@ -245,3 +245,13 @@ def test_a_closed_pipe_ends_quietly():
     stderr = process.stderr.read().decode()
     process.wait(timeout=120)
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
+def test_the_block_a_launch_line_builds_is_an_option():
+    done = run("predict", "--layers", "24", "--hidden", "2048", "--heads", "16", "--seq-len", "4096", "--vocab", "50000",
+               "--gated-mlp", "--no-tied-embeddings", "--norm", "rmsnorm", "--rope-theta", "500000", "--no-bias",
+               "--gpu", "h100_sxm", "--gpus", "8", "--global-batch", "64", "--export", "megatron")
+    assert done.returncode == 0, done.stderr
+    model, _, _ = planner.parse_megatron_args(done.stdout)
+    assert (model.norm, model.rope_theta, model.bias) == ("rmsnorm", 500000, False)
+    assert "--normalization RMSNorm" in done.stdout and "--rotary-base 500000" in done.stdout
