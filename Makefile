@@ -61,7 +61,7 @@ MEGATRON_LM ?= .tools/megatron/mlm
 check-exports: $(EXPORTS_VENV)/.installed
 	@if [ ! -d "$(MEGATRON_LM)/megatron" ] && [ -f "$(MEGATRON_TGZ)" ]; then \
 		mkdir -p .tools/megatron && tar -xzf "$(MEGATRON_TGZ)" -C .tools/megatron; fi
-	MEGATRON_LM=$(abspath $(MEGATRON_LM)) $(EXPORTS_PY) -m pytest -q -rs -p no:cacheprovider \
+	MEGATRON_LM=$(abspath $(MEGATRON_LM)) $(EXPORTS_PY) -m pytest -q -rs -p no:cacheprovider --disable-warnings \
 		tests/models/test_exports_real_tools.py
 
 $(EXPORTS_VENV)/.installed:
