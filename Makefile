@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: serve build test install install-test chromium bench lighthouse clean
+.PHONY: serve build test install install-test chromium bench lighthouse clean check-exports
 
 serve: install
 	$(PY) build.py --serve --port $(PORT)
@@ -46,6 +46,28 @@ lighthouse: install-test chromium bench/node_modules/.installed
 
 bench/node_modules/.installed: bench/package.json bench/package-lock.json
 	npm ci --prefix bench --no-audit --no-fund
+	touch $@
+
+# The exports run through the real tools (tests/models/test_exports_real_tools.py): torchtitan
+# 0.2.2 on a CPU-only torch and Megatron-LM core_v0.19.0's source tree, in .venv-exports and
+# .tools/ (ignored by git), never in .venv. torch goes first and CPU-only: a local wheel where
+# one is (TORCH_WHEEL), else PyTorch's CPU index, so torchtitan's "torch>=2" pulls no CUDA build.
+EXPORTS_VENV := .venv-exports
+EXPORTS_PY := $(EXPORTS_VENV)/bin/python
+TORCH_WHEEL ?= $(firstword $(wildcard /opt/wheels/torch-2.13.0+cpu-cp311-*.whl))
+MEGATRON_TGZ ?= ../shared/tools/megatron-lm-core_v0.19.0.tgz
+MEGATRON_LM ?= .tools/megatron/mlm
+
+check-exports: $(EXPORTS_VENV)/.installed
+	@if [ ! -d "$(MEGATRON_LM)/megatron" ] && [ -f "$(MEGATRON_TGZ)" ]; then \
+		mkdir -p .tools/megatron && tar -xzf "$(MEGATRON_TGZ)" -C .tools/megatron; fi
+	MEGATRON_LM=$(abspath $(MEGATRON_LM)) $(EXPORTS_PY) -m pytest -q -rs -p no:cacheprovider --disable-warnings \
+		tests/models/test_exports_real_tools.py
+
+$(EXPORTS_VENV)/.installed:
+	$(PYTHON) -m venv $(EXPORTS_VENV)
+	$(EXPORTS_PY) -m pip install --quiet $(or $(TORCH_WHEEL),torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu)
+	$(EXPORTS_PY) -m pip install --quiet torchtitan==0.2.2 triton==3.9.0 pytest==9.2.0 hypothesis==6.170.17
 	touch $@
 
 clean:

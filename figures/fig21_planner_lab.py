@@ -362,6 +362,14 @@ def _no_plan(message, state):
                 field_errors=errors, html=_validation_tables())
 
 
+def _launch(export, label, *args):
+    """A launch config, or the export's one-line reason why this plan has none."""
+    try:
+        return html.code(export(*args), label=label)
+    except ValueError as error:
+        return html.paragraph(f"{label}: {error}")
+
+
 def render(state):
     try:
         model, cluster, fixed = _inputs(state)
@@ -418,8 +426,8 @@ def render(state):
         _table(pinned.candidates, shown, best, planner.band(model, cluster, pinned.candidates[0].plan))
         if pinned.candidates else html.paragraph("None fits."),
         html.heading("Launch it"),
-        html.code(planner.megatron_args(model, cluster, shown.plan), label="Megatron-LM arguments"),
-        html.code(planner.torchtitan_toml(model, cluster, shown.plan, preset), label="torchtitan TOML"),
+        _launch(planner.megatron_args, "Megatron-LM arguments", model, cluster, shown.plan),
+        _launch(planner.torchtitan_toml, "torchtitan TOML", model, cluster, shown.plan, preset),
         _validation_tables(),
     )
     return View(svg=_drawing(shown.plan, e, verdict), readouts=readouts, note=pinned.message,

@@ -38,13 +38,15 @@ The package
 ``model`` the inputs and outputs (Transformer, Cluster, Plan, Estimate, ...); ``cost`` the
 cost model and ``predict``; ``layouts`` the search; ``reasons`` the sentences that explain
 a plan; ``presets`` published models and nodes; ``validation`` the published cases;
-``exports`` Megatron-LM and torchtitan launch configurations; ``cli`` the command line.
+``exports`` Megatron-LM and torchtitan launch configurations; ``limits`` the bounds every
+input must keep; ``cli`` the command line.
 """
 from models.planner.cost import (
     ATTENTION_EFFICIENCY, DEEPSPEED_ZERO3_NICS, DEEPSPEED_ZERO3_OVERLAP, ELEMENTWISE_TRAFFIC,
     ELEMENTWISE_TRAFFIC_UNFUSED, GEMM_SHAPE_EFFICIENCY, predict, train_time_s)
 from models.planner.exports import (
     TORCHTITAN_FLAVORS, megatron_args, parse_megatron_args, parse_torchtitan_toml, torchtitan_toml)
+from models.planner.limits import LIMITS, Limit
 from models.planner.layouts import PLAN_FIELDS, SEARCHED_FIELDS, recommend, run_steps, search, search_steps
 from models.planner.model import (
     ADAM_STEP_BYTES, GRAD_BYTES, MEMORY_PARTS, OPTIMIZER_BYTES, PARAM_BYTES, RECOMPUTE_OPTIONS, SCHEDULES,
@@ -65,5 +67,5 @@ __all__ = [
     "USUAL_NETWORK", "MEMORY_PARTS", "TIME_PARTS", "MEMORY_NAMES", "PART_NAMES", "SCHEDULE_NAMES", "PLAN_FIELDS",
     "SEARCHED_FIELDS", "VALIDATION", "CASES", "SOURCES", "Case", "Check", "Band", "band", "regime", "measure",
     "validate", "megatron_args", "torchtitan_toml",
-    "parse_megatron_args", "parse_torchtitan_toml", "TORCHTITAN_FLAVORS",
+    "parse_megatron_args", "parse_torchtitan_toml", "TORCHTITAN_FLAVORS", "LIMITS", "Limit",
 ]

@@ -146,10 +146,12 @@ MPT_7B = Transformer(32, 4096, 32, 2048, 50368, dropout=False)
 DEEPSEEK_V3 = Transformer(61, 7168, 128, 4096, 129280, ffn=18432, gated_mlp=True, experts=256, top_k=8,
                           shared_experts=1, expert_ffn=2048, dense_layers=3, tied_embeddings=False, dropout=False,
                           q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-                          router_score="sigmoid", route_groups=8, route_group_limit=4)
+                          router_score="sigmoid", route_groups=8, route_group_limit=4, norm="rmsnorm",
+                          rope_theta=10000, bias=False)
 KIMI_K2 = Transformer(61, 7168, 64, 4096, 163840, ffn=18432, gated_mlp=True, experts=384, top_k=8, shared_experts=1,
                       expert_ffn=2048, dense_layers=1, tied_embeddings=False, dropout=False, q_lora_rank=1536,
-                      kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, router_score="sigmoid")
+                      kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, router_score="sigmoid",
+                      norm="rmsnorm", rope_theta=50000, bias=False)
 
 MODEL_NAMES = {
     GPT_1_7B: 'GPT 1.7B',

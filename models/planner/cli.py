@@ -1,4 +1,7 @@
 """``python -m models.planner predict|recommend ...``."""
+import argparse
+import os
+import sys
 from dataclasses import fields
 
 from models import fmt, hardware
@@ -6,8 +9,10 @@ from models._validate import positive, positive_int
 from models.planner.cost import predict, train_time_s
 from models.planner.exports import megatron_args, torchtitan_toml
 from models.planner.layouts import search
+from models.planner.limits import check
 from models.planner.model import (
-    FRAMEWORKS, GRAD_REDUCE_BYTES, RECOMPUTE_OPTIONS, SCHEDULES, Candidate, Cluster, Plan, Transformer)
+    FRAMEWORKS, GRAD_REDUCE_BYTES, NORMS, RECOMPUTE_OPTIONS, ROUTER_SCORES, SCHEDULES, Candidate, Cluster, Plan,
+    Transformer)
 from models.planner.presets import CLUSTERS, MODELS, cluster_preset, model_preset
 from models.planner.reasons import MEMORY_NAMES, PART_NAMES, SCHEDULE_NAMES, explain
 from models.planner.validation import band, memory_verdict, ties
@@ -16,15 +21,29 @@ from models.planner.validation import band, memory_verdict, ties
 
 MODEL_OPTIONS = (("layers", int), ("hidden", int), ("heads", int), ("seq_len", int), ("vocab", int), ("ffn", int),
                  ("kv_heads", int), ("experts", int), ("top_k", int), ("shared_experts", int), ("expert_ffn", int),
-                 ("dense_layers", int))
+                 ("dense_layers", int), ("q_lora_rank", int), ("kv_lora_rank", int), ("qk_head_dim", int),
+                 ("qk_rope_head_dim", int), ("v_head_dim", int), ("rope_theta", float))
 PLAN_OPTIONS = (("tp", int), ("pp", int), ("dp", int), ("cp", int), ("ep", int), ("microbatch", int),
                 ("virtual_stages", int), ("zero", int))
 
 
-def _parser():
-    import argparse
+# Every number a reader types, checked against models.planner.limits before any arithmetic.
+NUMBER_OPTIONS = tuple(o for o, _ in MODEL_OPTIONS) + ("gpus", "gpus_per_node", "inter_gbps", "memory_margin_gb",
+                                                        "global_batch") + tuple(o for o, _ in PLAN_OPTIONS) + (
+    "shard_group", "tokens", "top")
+USAGE = ("usage: python -m models.planner {predict,recommend} (--model PRESET | --layers N --hidden N --heads N "
+         "--seq-len N --vocab N) --gpus N --global-batch N [options]; --help lists them")
 
-    parser = argparse.ArgumentParser(
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error and a short usage hint instead of the whole block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n{USAGE}\n")
+
+
+def _parser():
+    parser = _Parser(
         prog="python -m models.planner",
         description="Predict a parallel layout's step time and memory, or recommend the fastest layouts that fit.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -36,6 +55,10 @@ def _parser():
             model.add_argument("--" + option.replace("_", "-"), type=kind, default=None)
         model.add_argument("--gated-mlp", action=argparse.BooleanOptionalAction, default=None, help="SwiGLU MLP")
         model.add_argument("--tied-embeddings", action=argparse.BooleanOptionalAction, default=None)
+        model.add_argument("--norm", choices=NORMS, help="layer normalisation")
+        model.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
+                           help="biases on the linear layers")
+        model.add_argument("--router-score", choices=ROUTER_SCORES, help="how the MoE router scores experts")
         cluster = sub.add_argument_group("cluster")
         cluster.add_argument("--cluster", choices=tuple(CLUSTERS), help="node preset")
         cluster.add_argument("--gpu", choices=tuple(hardware.GPUS))
@@ -72,7 +95,7 @@ def _parser():
 
 def _model_from(args):
     fields_given = {option: getattr(args, option) for option, _ in MODEL_OPTIONS if getattr(args, option) is not None}
-    for flag in ("gated_mlp", "tied_embeddings"):
+    for flag in ("gated_mlp", "tied_embeddings", "norm", "bias", "router_score"):
         if getattr(args, flag) is not None:
             fields_given[flag] = getattr(args, flag)
     if args.model:
@@ -139,20 +162,36 @@ def _describe(model_name, model, cluster, plan, estimate, tokens):
     return lines
 
 
+def _check_numbers(args):
+    """Every number given, inside the bounds a real run can have (models.planner.limits)."""
+    for option in NUMBER_OPTIONS:
+        value = getattr(args, option, None)
+        if value is not None:
+            check(option, value)
+
+
+def _print(text):
+    """Print; when the reader's pipe closed early (``... | head``) end quietly: stdout is
+    pointed at /dev/null so Python's flush at exit raises nothing either."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv=None):
-    """The command line. Exit code 0, or 2 with a message on bad input."""
+    """The command line. Exit code 0, or 2 with a one-line message on bad input or a plan
+    the chosen export cannot launch."""
     import json
-    import sys
 
     parser = _parser()
     args = parser.parse_args(argv)
     try:
+        _check_numbers(args)
         model = _model_from(args)
         cluster = _cluster_from(args)
         given = _plan_fields(args)
         name = MODELS[args.model].label if args.model else "custom model"
-        if args.tokens is not None:
-            positive("tokens", args.tokens)
         if args.command == "predict":
             given.setdefault("dp", cluster.gpus // (given.get("tp", 1) * given.get("pp", 1) * given.get("cp", 1)) or 1)
             if given.get("virtual_stages", 1) > 1:
@@ -166,29 +205,29 @@ def main(argv=None):
             if not result.candidates:
                 raise ValueError(result.message)
             chosen = list(result.candidates)
-    except ValueError as error:
+        best = chosen[0]
+        if args.export:
+            text = (megatron_args(model, cluster, best.plan) if args.export == "megatron"
+                    else torchtitan_toml(model, cluster, best.plan, args.model))
+            _print(text.rstrip("\n"))
+            return 0
+        if args.json:
+            payload = {
+                "model": {f.name: getattr(model, f.name) for f in fields(Transformer)},
+                "cluster": {f.name: getattr(cluster, f.name) for f in fields(Cluster)},
+                "candidates": [{"plan": {f.name: getattr(c.plan, f.name) for f in fields(Plan)},
+                                "estimate": _estimate_json(c.estimate), "reasons": list(c.reasons),
+                                **({"train_time_s": train_time_s(c.estimate, args.tokens)} if args.tokens else {})}
+                               for c in chosen],
+            }
+            if result is not None:
+                payload.update(considered=result.considered, fitting=result.fitting, dropped=list(result.dropped))
+            _print(json.dumps(payload, indent=2))
+            return 0
+        lines = _describe(name, model, cluster, best.plan, best.estimate, args.tokens)
+    except (ValueError, ArithmeticError) as error:
         print(f"{parser.prog} {args.command}: error: {error}", file=sys.stderr)
         return 2
-    best = chosen[0]
-    if args.export:
-        text = (megatron_args(model, cluster, best.plan) if args.export == "megatron"
-                else torchtitan_toml(model, cluster, best.plan, args.model))
-        print(text.rstrip("\n"))
-        return 0
-    if args.json:
-        payload = {
-            "model": {f.name: getattr(model, f.name) for f in fields(Transformer)},
-            "cluster": {f.name: getattr(cluster, f.name) for f in fields(Cluster)},
-            "candidates": [{"plan": {f.name: getattr(c.plan, f.name) for f in fields(Plan)},
-                            "estimate": _estimate_json(c.estimate), "reasons": list(c.reasons),
-                            **({"train_time_s": train_time_s(c.estimate, args.tokens)} if args.tokens else {})}
-                           for c in chosen],
-        }
-        if result is not None:
-            payload.update(considered=result.considered, fitting=result.fitting, dropped=list(result.dropped))
-        print(json.dumps(payload, indent=2))
-        return 0
-    lines = _describe(name, model, cluster, best.plan, best.estimate, args.tokens)
     lines += ["", "why:"] + [f"  - {reason}" for reason in best.reasons]
     if result is not None and len(chosen) > 1:
         tied = ties([c.estimate.step_time_s for c in chosen], band(model, cluster, best.plan))
@@ -197,6 +236,5 @@ def main(argv=None):
         for c in chosen[1:]:
             lines.append(f"  {c.plan.label():48s} {fmt.duration(c.estimate.step_time_s):>8s}  MFU "
                          f"{fmt.percent(c.estimate.mfu):>6s}  {fmt.gigabytes(c.estimate.memory_bytes):>8s}")
-    print("\n".join(lines))
+    _print("\n".join(lines))
     return 0
-

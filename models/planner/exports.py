@@ -6,6 +6,8 @@ torchtitan ``v0.2.2`` (commit 73a0e69, its last release configured by TOML; late
 is configured in Python). tests/data/ holds their flag and field lists
 (tests/data/pin_upstream.py regenerates them from the tagged sources); comment lines in the
 exports say what the target cannot express."""
+from dataclasses import replace
+
 from models.planner.cost import _check, _chunk_counts
 from models.planner.model import Plan, Transformer
 from models.planner.presets import MODELS
@@ -47,6 +49,38 @@ def _megatron_split(model, plan):
     return [f"--pipeline-model-parallel-layout '{'|'.join(stages)}'"]
 
 
+def _megatron_model_flags(model):
+    """The flags that make Megatron-LM build ``model`` (megatron/training/arguments.py and
+    TransformerConfig / MLATransformerConfig; Megatron's defaults are GPT's: LayerNorm,
+    learned absolute positions, biases on every linear layer, tied embeddings, dropout 0.1)."""
+    flags = []
+    if model.mla:
+        # DeepSeek-V2 Sec. 2.1: q_lora_rank 0 (no query compression) is Megatron's None default.
+        flags += ["--multi-latent-attention"] + ([f"--q-lora-rank {model.q_lora_rank}"] if model.q_lora_rank else [])
+        flags += [f"--kv-lora-rank {model.kv_lora_rank}", f"--qk-head-dim {model.qk_head_dim}",
+                  f"--qk-pos-emb-head-dim {model.qk_rope_head_dim}", f"--v-head-dim {model.v_head_dim}"]
+    elif model.kv_heads != model.heads:
+        flags += ["--group-query-attention", f"--num-query-groups {model.kv_heads}"]
+    flags.append(f"--ffn-hidden-size {model.ffn}")
+    if model.gated_mlp:
+        flags.append("--swiglu")
+    if model.norm == "rmsnorm":
+        flags.append("--normalization RMSNorm")
+    if model.rope_theta:
+        # MLA takes YaRN by default; the planner's model is pre-trained at its own length.
+        flags += ["--position-embedding-type rope", f"--rotary-base {model.rope_theta:.0f}"]
+        flags += ["--rope-type rope"] if model.mla else []
+    if not model.bias:
+        flags.append("--disable-bias-linear")
+    if not model.tied_embeddings:
+        flags.append("--untie-embeddings-and-output-weights")
+    if not model.dropout:  # Megatron-LM's default is 0.1 for both
+        flags += ["--hidden-dropout 0", "--attention-dropout 0"]
+    flags += [f"--seq-length {model.seq_len}", f"--max-position-embeddings {model.seq_len}",
+              "--tokenizer-type NullTokenizer", f"--vocab-size {model.vocab}"]
+    return flags
+
+
 def megatron_args(model, cluster, plan):
     """A ``torchrun`` command for Megatron-LM's ``pretrain_gpt.py`` that runs ``plan``
     (flag names of Megatron-LM core_v0.19.0: megatron/training/arguments.py and the config
@@ -55,6 +89,9 @@ def megatron_args(model, cluster, plan):
     Data, tokenizer and optimizer flags are left to the reader; comment lines say what
     Megatron-LM cannot express."""
     _check(model, cluster, plan)
+    if plan.recompute == "op":
+        raise ValueError("recompute='op' is torchtitan's per-op selective checkpointing, which Megatron-LM does not "
+                         "have: export it for torchtitan, or choose selective or full")
     if plan.shard_group:
         raise ValueError(f"shard_group={plan.shard_group}: the planner exports HSDP for torchtitan only "
                          f"(data_parallel_replicate_degree); Megatron-LM's partial sharding is not priced")
@@ -63,35 +100,37 @@ def megatron_args(model, cluster, plan):
     nodes = max(1, cluster.gpus // cluster.gpus_per_node)
     per_node = min(cluster.gpus, cluster.gpus_per_node)
     args = [f"--num-layers {model.layers}", f"--hidden-size {model.hidden}",
-            f"--num-attention-heads {model.heads}"]
-    if model.kv_heads != model.heads:
-        args += ["--group-query-attention", f"--num-query-groups {model.kv_heads}"]
-    args.append(f"--ffn-hidden-size {model.ffn}")
-    if model.gated_mlp:
-        args.append("--swiglu")
-    if not model.tied_embeddings:
-        args.append("--untie-embeddings-and-output-weights")
-    if not model.dropout:  # Megatron-LM's default is 0.1 for both
-        args += ["--hidden-dropout 0", "--attention-dropout 0"]
-    args += [f"--seq-length {model.seq_len}", f"--max-position-embeddings {model.seq_len}",
-             "--tokenizer-type NullTokenizer", f"--vocab-size {model.vocab}"]
+            f"--num-attention-heads {model.heads}"] + _megatron_model_flags(model)
     if model.moe:
         args += [f"--num-experts {model.experts}", f"--moe-router-topk {model.top_k}",
-                 f"--moe-ffn-hidden-size {model.expert_ffn}"]
+                 f"--moe-ffn-hidden-size {model.expert_ffn}", "--moe-grouped-gemm"]
+        if model.router_score != "softmax":
+            args.append(f"--moe-router-score-function {model.router_score}")
+        if model.route_groups > 1:  # group-limited routing (DeepSeek-V3 Sec. 2.1.2)
+            args += [f"--moe-router-num-groups {model.route_groups}",
+                     f"--moe-router-group-topk {model.route_group_limit}"]
         if model.shared_experts:
             args.append(f"--moe-shared-expert-intermediate-size {model.shared_experts * model.expert_ffn}")
         if model.dense_layers:
             args.append(f"--moe-layer-freq '([0]*{model.dense_layers}+[1]*{model.moe_layers})'")
+        notes.append("# router details the planner does not price are yours to add (e.g. DeepSeek-V3's "
+                     "--moe-router-enable-expert-bias, --moe-router-topk-scaling-factor)")
     args += [f"--tensor-model-parallel-size {plan.tp}", f"--pipeline-model-parallel-size {plan.pp}"]
     args += _megatron_split(model, plan)
     if plan.cp > 1:
         args.append(f"--context-parallel-size {plan.cp}")
-    if plan.ep > 1:
-        # Experts split tp ways inside each of the ep groups carved out of dp·cp (Megatron's
-        # default expert tensor parallel size is tp), tokens moved by all-to-all (the planner's
-        # price; Megatron's default dispatcher is allgather).
-        args += [f"--expert-model-parallel-size {plan.ep}", f"--expert-tensor-parallel-size {plan.tp}",
-                 "--moe-token-dispatcher-type alltoall"]
+    if model.moe:
+        # Experts split tp ways (the planner's price; Megatron's default expert tensor parallel
+        # size is tp too) inside each of the ep groups carved out of dp·cp, tokens moved by
+        # all-to-all (Megatron's default dispatcher is allgather).
+        args.append(f"--expert-tensor-parallel-size {plan.tp}")
+        if plan.ep > 1:
+            args.append(f"--expert-model-parallel-size {plan.ep}")
+            args += (["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep"]
+                     if plan.ep_dispatch == "deepep" else ["--moe-token-dispatcher-type alltoall"])
+            if plan.ep_routing == "round_robin":
+                notes.append("# the plan prices NeMo AutoModel's round-robin gate (a benchmark); Megatron-LM's "
+                             "nearest, --moe-router-force-load-balancing, routes random logits instead")
     if plan.sequence_parallel and plan.tp > 1:
         args.append("--sequence-parallel")
     if plan.tp_comm_overlap:
@@ -125,6 +164,9 @@ def megatron_args(model, cluster, plan):
         notes.append("# no pipeline (pp=1): Megatron-LM interleaves model chunks only across pipeline ranks")
     elif plan.pp > 1 and plan.schedule in ("gpipe", "zb-h1"):
         notes.append(f"# Megatron-LM has no {SCHEDULE_NAMES[plan.schedule]} schedule: this runs 1F1B.")
+    notes.append("# add your data and optimizer, and your tokenizer for NullTokenizer: --data-path (or --mock-data), "
+                 "--tokenizer-type, --tokenizer-model, --train-iters, --lr, --min-lr, --lr-decay-style, "
+                 "--lr-warmup-iters, --weight-decay, --clip-grad, --adam-beta1, --adam-beta2, --init-method-std, --save, --load")
     # arguments.py asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 before Blackwell
     # (and asserts it is not 1 with Megatron-FSDP).
     env = ("CUDA_DEVICE_MAX_CONNECTIONS=1 " if (plan.tp > 1 or plan.cp > 1) and plan.zero < 2
@@ -198,7 +240,15 @@ def parse_megatron_args(text):
                         if experts > 1 else 0),
         expert_ffn=number("moe-ffn-hidden-size"), dense_layers=dense_layers,
         tied_embeddings="untie-embeddings-and-output-weights" not in flags,
-        dropout=float(flags.get("hidden-dropout", 0.1)) > 0)
+        dropout=float(flags.get("hidden-dropout", 0.1)) > 0,
+        norm="rmsnorm" if flags.get("normalization") == "RMSNorm" else "layernorm",
+        rope_theta=number("rotary-base", 10000) if flags.get("position-embedding-type") == "rope" else 0,
+        bias="disable-bias-linear" not in flags,
+        router_score=flags.get("moe-router-score-function", "softmax") if experts > 1 else "softmax",
+        route_groups=number("moe-router-num-groups", 1), route_group_limit=number("moe-router-group-topk", 1),
+        **({"q_lora_rank": number("q-lora-rank", 0), "kv_lora_rank": number("kv-lora-rank"),
+            "qk_head_dim": number("qk-head-dim"), "qk_rope_head_dim": number("qk-pos-emb-head-dim"),
+            "v_head_dim": number("v-head-dim")} if "multi-latent-attention" in flags else {}))
     gpus = int(launcher.get("nnodes", 1)) * int(launcher.get("nproc-per-node", 1))
     tp, pp, cp = number("tensor-model-parallel-size", 1), number("pipeline-model-parallel-size", 1), \
         number("context-parallel-size", 1)
@@ -217,17 +267,22 @@ def parse_megatron_args(text):
                 schedule="interleaved" if v > 1 else "1f1b",
                 flash_attention=flags.get("attention-backend", "auto") in ("flash", "auto"),
                 tp_comm_overlap="tp-comm-overlap" in flags,
-                grad_reduce="bf16" if "grad-reduce-in-bf16" in flags else "fp32")
+                grad_reduce="bf16" if "grad-reduce-in-bf16" in flags else "fp32",
+                ep_dispatch="deepep" if flags.get("moe-flex-dispatcher-backend") == "deepep" else "alltoall")
     return model, gpus, plan
 
 
 # ---- torchtitan -----------------------------------------------------------------------------
 
-# Presets torchtitan v0.2.2 has a flavor of (torchtitan/models/<name>/__init__.py).
+# Presets whose architecture torchtitan v0.2.2 has as a flavor (torchtitan/models/<name>/__init__.py).
 TORCHTITAN_FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B"),
-                      "llama3-405b": ("llama3", "405B"), "deepseek-v3": ("deepseek_v3", "671B")}
-# Flavors built with FlexAttention, which torchtitan's context parallelism refuses (SDPA only).
-_FLEX_FLAVORS = {("deepseek_v3", "671B")}
+                      "llama3-405b": ("llama3", "405B"), "deepseek-v3": ("deepseek_v3", "671B"),
+                      "deepseek-v2-lite": ("deepseek_v3", "16B")}
+# Flavors built with FlexAttention, which torchtitan's context parallelism refuses (SDPA only:
+# deepseek_v3/model/args.py update_from_config raises NotImplementedError).
+_FLEX_FLAVORS = {("deepseek_v3", "671B"), ("deepseek_v3", "16B")}
+# Models whose train spec has no pipelining_fn (train.py: "... does not support pipelining").
+_NO_PIPELINING = ("qwen3",)
 # torch.distributed.pipelining schedule names (get_schedule_class); ZB-H1 has no single-chunk one.
 TORCHTITAN_SCHEDULES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "gpipe": "GPipe", "zb-h1": "1F1B"}
 # Models whose parallelize_fn runs DDP only when it is the only parallelism (torchtitan
@@ -235,40 +290,75 @@ TORCHTITAN_SCHEDULES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "gpipe
 _DDP_ALONE = ("llama3", "llama4")
 
 
-def _torchtitan_model(model, plan, preset):
-    """(model name, flavor, comment lines): a pinned flavor for the presets torchtitan has;
-    otherwise the nearest torchtitan model, a flavor to register and what differs."""
-    if preset in TORCHTITAN_FLAVORS:
-        name, flavor = TORCHTITAN_FLAVORS[preset]
-        notes = []
-        if (name, flavor) in _FLEX_FLAVORS and plan.cp > 1:
-            notes.append(f"# the {flavor} flavor uses FlexAttention, which torchtitan's context parallelism does not "
-                         f"support (SDPA only): register a copy with attn_type=\"sdpa\"")
-        return name, flavor, notes
-    label = MODELS[preset].label if preset in MODELS else "this model"
-    flavor = preset or "custom"
+def torchtitan_flavor(model):
+    """(preset key, (model name, flavor)) of the pinned flavor that builds ``model``, or None.
+    The sequence length is no part of a flavor: update_from_config sets max_seq_len from
+    training.seq_len, so a preset at another length keeps its flavor (and its rope_theta)."""
+    for key, flavor in TORCHTITAN_FLAVORS.items():
+        preset = MODELS[key].model
+        if replace(model, seq_len=preset.seq_len) == preset:
+            return key, flavor
+    return None
+
+
+def _torchtitan_registration(model):
+    """(model name, model-args class, its fields as Python, why it is the nearest or ""):
+    the torchtitan model that builds ``model`` once registered as a flavor."""
     h = model.hidden
+    rope = f", rope_theta={model.rope_theta:g}" if model.rope_theta else ""
+    groups = (f"num_expert_groups={model.route_groups}, num_limited_groups={model.route_group_limit}, "
+              if model.route_groups > 1 else "")
+    moe = (f"MoEArgs(num_experts={model.experts}, num_shared_experts={model.shared_experts}, top_k={model.top_k}, "
+           f"{groups}score_func={model.router_score!r}, route_norm=True, score_before_experts=False)")
     if not model.moe:
-        name, cls = "llama3", "TransformerModelArgs"
         fields = f"dim={h}, n_layers={model.layers}, n_heads={model.heads}, n_kv_heads={model.kv_heads}, " \
-                 f"vocab_size={model.vocab}, " + _llama_ffn(h, model.ffn)
+                 f"vocab_size={model.vocab}, " + _llama_ffn(h, model.ffn) + rope
         differs = [what for what, differ in (("GELU MLP", not model.gated_mlp),
-                                             ("tied embeddings", model.tied_embeddings)) if differ]
-        why = f"llama3, which has no {' or '.join(differs)}" if differs else ""
-    elif model.shared_experts or model.dense_layers:
-        name, cls = "deepseek_v3", "DeepSeekV3ModelArgs"
+                                             ("tied embeddings", model.tied_embeddings),
+                                             ("LayerNorm", model.norm != "rmsnorm"),
+                                             ("learned positions", not model.rope_theta),
+                                             ("biases", model.bias),
+                                             ("multi-head latent attention", model.mla)) if differ]
+        return "llama3", "TransformerModelArgs", fields, \
+            f"llama3, which has no {' or '.join(differs)}" if differs else ""
+    if model.mla or model.shared_experts or model.dense_layers:
         fields = f"dim={h}, n_layers={model.layers}, n_dense_layers={model.dense_layers}, n_heads={model.heads}, " \
                  f"inter_dim={model.ffn}, moe_inter_dim={model.expert_ffn}, vocab_size={model.vocab}, " \
-                 f"moe_args=MoEArgs(num_experts={model.experts}, num_shared_experts={model.shared_experts}, " \
-                 f"top_k={model.top_k})"
-        why = "deepseek_v3 (dense first layers, shared experts), which uses multi-head latent attention"
-    else:
-        name, cls = "qwen3", "Qwen3ModelArgs"
-        fields = f"dim={h}, n_layers={model.layers}, n_heads={model.heads}, n_kv_heads={model.kv_heads}, " \
-                 f"head_dim={model.head_dim}, hidden_dim={model.ffn}, vocab_size={model.vocab}, moe_enabled=True, " \
-                 f"moe_inter_dim={model.expert_ffn}, moe_args=MoEArgs(num_experts={model.experts}, " \
-                 f"num_shared_experts=0, top_k={model.top_k})"
-        why = "qwen3 (experts without shared ones), which adds QK-norm"
+                 f"moe_args={moe}"
+        if model.mla:
+            fields += f", q_lora_rank={model.q_lora_rank}, kv_lora_rank={model.kv_lora_rank}, " \
+                      f"qk_nope_head_dim={model.qk_head_dim}, qk_rope_head_dim={model.qk_rope_head_dim}, " \
+                      f"v_head_dim={model.v_head_dim}"
+        return "deepseek_v3", "DeepSeekV3ModelArgs", fields + rope, \
+            "" if model.mla else ("deepseek_v3 (dense first layers, shared experts), which uses multi-head latent "
+                                  "attention")
+    fields = f"dim={h}, n_layers={model.layers}, n_heads={model.heads}, n_kv_heads={model.kv_heads}, " \
+             f"head_dim={model.head_dim}, hidden_dim={model.ffn}, vocab_size={model.vocab}, qk_norm=False, " \
+             f"moe_enabled=True, moe_inter_dim={model.expert_ffn}, moe_args={moe}" + rope
+    return "qwen3", "Qwen3ModelArgs", fields, ""
+
+
+def _torchtitan_model(model, plan, preset):
+    """(model name, flavor, comment lines): the pinned flavor whose architecture is the
+    model's, or a flavor to register (a copy on SDPA where a FlexAttention flavor meets
+    context parallelism); raises ValueError where torchtitan v0.2.2 cannot run the plan."""
+    found = torchtitan_flavor(model)
+    if found:
+        _, (name, flavor) = found
+        if (name, flavor) not in _FLEX_FLAVORS or plan.cp == 1:
+            return name, flavor, []
+        return name, f"{flavor}_sdpa", [
+            f"# the {flavor} flavor uses FlexAttention, which torchtitan's context parallelism does not support "
+            f"(SDPA only):",
+            f"# register \"{flavor}_sdpa\" in torchtitan/models/{name}/__init__.py as "
+            f"replace(deepseekv3_args[\"{flavor}\"], attn_type=\"sdpa\", attn_mask_type=\"causal\")"]
+    name, cls, fields, why = _torchtitan_registration(model)
+    if plan.pp > 1 and name in _NO_PIPELINING:
+        raise ValueError(f"torchtitan {TORCHTITAN_VERSION} cannot run this plan: its {name} model, the one with "
+                         f"experts and no shared ones, has no pipelining (train.py: 'does not support pipelining'); "
+                         f"use pp=1 or the Megatron-LM export")
+    label = MODELS[preset].label if preset in MODELS else "this model"
+    flavor = preset if preset in MODELS else "custom"
     notes = [f"# torchtitan {TORCHTITAN_VERSION} has no model or flavor for {label}"
              + (f"; the nearest is {why}" if why else "") + ":",
              f"# register \"{flavor}\" in torchtitan/models/{name}/__init__.py as {cls}({fields})"]
@@ -412,11 +502,18 @@ def torchtitan_toml(model, cluster, plan, preset=None):
         lines.append(f"expert_parallel_degree = {plan.ep}")
         if plan.ep > 1 and plan.tp > 1:
             lines.append(f"expert_tensor_parallel_degree = {plan.tp}  # experts split tp ways, ep out of dp x cp")
-    lines += ["", "[activation_checkpoint]", f"mode = {_toml_value(plan.recompute)}"]
+        if plan.ep > 1 and plan.ep_dispatch == "deepep":
+            lines.append('expert_parallel_comm_backend = "deepep"')
+        if plan.ep > 1 and plan.ep_routing == "round_robin":
+            lines.append("# the plan prices NeMo AutoModel's round-robin gate (a benchmark): torchtitan routes by "
+                         "its router")
+    mode = "selective" if plan.recompute == "op" else plan.recompute
+    lines += ["", "[activation_checkpoint]", f"mode = {_toml_value(mode)}"]
     if plan.recompute == "selective":
         lines += ["# torchtitan's op-level selective AC keeps attention outputs and every other matmul output and",
-                  "# recomputes the rest; the planner prices recomputing the attention core (Korthikanti 2022)",
-                  'selective_ac_option = "op"']
+                  "# recomputes the rest; the planner prices recomputing the attention core (Korthikanti 2022)"]
+    if mode == "selective":
+        lines.append('selective_ac_option = "op"')
     if not plan.flash_attention:
         lines.append("# torchtitan's SDPA picks FlashAttention where it can: no setting here turns it off")
     return "\n".join(lines) + "\n"
@@ -454,9 +551,13 @@ def parse_torchtitan_toml(text, model):
     else:
         chunks = pp * (2 if schedule == "interleaved" else 1)
     local = training.get("local_batch_size", 8)
-    mode = config.get("activation_checkpoint", {}).get("mode", "selective")
+    checkpoint = config.get("activation_checkpoint", {})
+    mode = checkpoint.get("mode", "selective")
+    if mode == "selective" and checkpoint.get("selective_ac_option", "2") == "op":
+        mode = "op"  # torchtitan's per-op policy, the planner's "op"
     return Plan(tp=tp, pp=pp, dp=replicate * shard, cp=cp, ep=parallel.get("expert_parallel_degree", 1),
                 microbatch=parallel.get("pipeline_parallel_microbatch_size", 1) if pp > 1 else local,
                 global_batch=training.get("global_batch_size"), virtual_stages=chunks // pp, zero=zero,
                 recompute=mode, sequence_parallel=True, schedule=schedule if pp > 1 else "1f1b", flash_attention=True,
-                framework="fsdp", shard_group=shard * cp if replicate > 1 and shard * cp > 1 else 0)
+                framework="fsdp", shard_group=shard * cp if replicate > 1 and shard * cp > 1 else 0,
+                ep_dispatch="deepep" if parallel.get("expert_parallel_comm_backend") == "deepep" else "alltoall")

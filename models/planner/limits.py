@@ -56,6 +56,13 @@ LIMITS = {
     "shared_experts": Limit(0, 64, why="DeepSeek-V3 has 1"),
     "expert_ffn": Limit(1, 524_288, why="as ffn"),
     "dense_layers": Limit(0, 1023, why="fewer than layers"),
+    # multi-head latent attention (0: not MLA) and positions (0: learned, no RoPE)
+    "q_lora_rank": Limit(0, 131_072, why="DeepSeek-V3's query latent is 1,536 wide"),
+    "kv_lora_rank": Limit(0, 131_072, why="DeepSeek-V3's key-value latent is 512 wide"),
+    "qk_head_dim": Limit(0, 4096, why="DeepSeek-V3's query/key heads are 128 wide without RoPE"),
+    "qk_rope_head_dim": Limit(0, 4096, why="DeepSeek-V3's decoupled RoPE heads are 64 wide"),
+    "v_head_dim": Limit(0, 4096, why="DeepSeek-V3's value heads are 128 wide"),
+    "rope_theta": Limit(0, 1e12, integer=False, why="Llama 3 uses a base of 500,000, Mixtral 1,000,000"),
     # cluster (models.planner.Cluster)
     "gpus": Limit(1, 131_072, why="the largest training clusters reported hold about 100,000 GPUs (xAI Colossus)"),
     "gpus_per_node": Limit(1, 72, why="an NVL72 rack is the largest NVLink domain sold (72 GPUs)"),
@@ -69,9 +76,9 @@ LIMITS = {
     "tokens": Limit(1e6, 1e15, "tokens", integer=False, why="the largest runs train on 15-36T tokens (Llama 3, "
                                                             "Qwen3)"),
     # plan degrees (a pinned degree; the search stays inside the GPUs)
-    "tp": Limit(1, 131_072), "pp": Limit(1, 131_072), "dp": Limit(1, 131_072), "cp": Limit(1, 131_072),
+    "tp": Limit(1, 131_072), "pp": Limit(1, 1024), "dp": Limit(1, 131_072), "cp": Limit(1, 131_072),
     "ep": Limit(1, 131_072), "microbatch": Limit(1, 1_000_000), "virtual_stages": Limit(1, 1024),
-    "zero": Limit(0, 3), "shard_group": Limit(0, 131_072), "top": Limit(1, 10_000),
+    "zero": Limit(0, 3), "shard_group": Limit(0, 131_072), "top": Limit(1, 100),
 }
 
 

@@ -52,6 +52,9 @@ EP_ROUTINGS = ("router", "round_robin")
 # How a router scores experts: softmax over the logits (Mixtral; DeepSeek-V2 Eq. 22) or a
 # sigmoid per expert, normalised over the chosen top-k (DeepSeek-V3 Eq. 15-16).
 ROUTER_SCORES = ("softmax", "sigmoid")
+# Layer normalisation: LayerNorm with a bias (GPT-3, Brown et al. 2020 Sec. 2.1) or RMSNorm
+# (Zhang & Sennrich 2019; Llama 3, Mixtral, DeepSeek). Neither changes a cost the planner prices.
+NORMS = ("layernorm", "rmsnorm")
 SCHEDULES = ("1f1b", "interleaved", "zb-h1", "gpipe")
 ZERO_STAGES = (0, 1, 2, 3)
 # The dtype gradients are reduced in: Megatron-LM and torchtitan reduce fp32 gradients by
@@ -99,7 +102,12 @@ class Transformer:
     from at most ``route_group_limit`` of them (1 and 1: no limit); it prices only what a
     deduplicating dispatcher sends (``Plan.ep_dispatch = "deepep"``). Multi-token prediction (DeepSeek-V3 Sec. 2.2: one more transformer
     block and projection per extra predicted token) is not priced: a model here predicts
-    the next token only."""
+    the next token only.
+
+    ``norm``, ``rope_theta`` and ``bias`` say which model a launch line must build and change
+    no cost: the normalisation (``NORMS``), the rotary base of RoPE (Su et al. 2021; 0 means
+    learned absolute positions, as GPT-3), and whether the linear layers carry biases (GPT-3
+    does; Llama, Mixtral and DeepSeek do not)."""
 
     layers: int
     hidden: int
@@ -124,6 +132,9 @@ class Transformer:
     router_score: str = "softmax"
     route_groups: int = 1
     route_group_limit: int = 1
+    norm: str = "layernorm"
+    rope_theta: float = 0
+    bias: bool = True
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "seq_len", "vocab", "experts", "top_k", "route_groups",
@@ -155,6 +166,9 @@ class Transformer:
         if self.top_k > self.route_group_limit * (self.experts // self.route_groups):
             raise ValueError(f"top_k={self.top_k} experts cannot come from route_group_limit={self.route_group_limit} "
                              f"groups of {self.experts // self.route_groups}")
+        choice("norm", self.norm, NORMS)
+        non_negative("rope_theta", self.rope_theta)
+        _flag("bias", self.bias)
         mla_dims = ("q_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim")
         if self.kv_lora_rank:
             for name in mla_dims[1:]:

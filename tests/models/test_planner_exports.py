@@ -190,6 +190,10 @@ def megatron_equivalent(plan):
 
 
 def check_megatron(model, cluster, plan):
+    if plan.recompute == "op":
+        with pytest.raises(ValueError, match="Megatron-LM does not have"):
+            planner.megatron_args(model, cluster, plan)
+        return None
     text = planner.megatron_args(model, cluster, plan)
     assert text.isascii()
     dp, microbatches, per_chunk, v = megatron_runs(model, cluster, plan, text)
@@ -344,7 +348,8 @@ def torchtitan_equivalent(plan, name):
     too where torchtitan applies FSDP anyway (cp > 1, ep > 1, or a llama3 model with other
     parallelism); no sharding at all with one data-parallel rank; no ZB-H1 (1F1B); nothing to
     interleave without a pipeline; sequence parallelism always with TP; FlashAttention is
-    SDPA's choice; run by FSDP, without Megatron-Core's TP overlap; gradients reduced in fp32
+    SDPA's choice; selective checkpointing as torchtitan's per-op policy; run by FSDP,
+    without Megatron-Core's TP overlap; gradients reduced in fp32
     (torchtitan's only mixed_precision_reduce); HSDP as it is."""
     if plan.dp * plan.cp == 1:
         zero = 0
@@ -355,11 +360,16 @@ def torchtitan_equivalent(plan, name):
     v = plan.virtual_stages if plan.pp > 1 else 1
     schedule = {"zb-h1": "1f1b"}.get(plan.schedule, plan.schedule) if plan.pp > 1 else "1f1b"
     return replace(plan, zero=zero, virtual_stages=v, schedule=schedule if v > 1 or schedule != "interleaved"
-                   else "1f1b", sequence_parallel=True, flash_attention=True, framework="fsdp", tp_comm_overlap=False,
+                   else "1f1b", recompute="op" if plan.recompute == "selective" else plan.recompute,
+                   sequence_parallel=True, flash_attention=True, framework="fsdp", tp_comm_overlap=False,
                    grad_reduce="fp32")
 
 
 def check_torchtitan(model, cluster, plan, preset):
+    if plan.pp > 1 and model.moe and not (model.mla or model.shared_experts or model.dense_layers):
+        with pytest.raises(ValueError, match="has no pipelining"):  # torchtitan v0.2.2's qwen3
+            planner.torchtitan_toml(model, cluster, plan, preset)
+        return None
     text = planner.torchtitan_toml(model, cluster, plan, preset)
     assert text.isascii()
     dp, local, accumulation, per_schedule, per_chunk = torchtitan_runs(model, cluster, plan, preset, text)
@@ -565,7 +575,8 @@ def test_comments_say_what_the_targets_cannot_express():
                                           "deepseek-v3")
     assert "FlexAttention, which torchtitan's context parallelism does not support" in deepseek_cp
     gpt3 = planner.torchtitan_toml(GPT3, A100_1024, ISSUE_PLAN, "gpt3-175b")
-    assert "no model or flavor for GPT-3 175B; the nearest is llama3, which has no GELU MLP or tied embeddings" in gpt3
+    assert ("no model or flavor for GPT-3 175B; the nearest is llama3, which has no GELU MLP or tied embeddings or "
+            "LayerNorm or learned positions or biases") in gpt3
 
 
 @pytest.mark.parametrize("shard_group,cp", [(8, 1), (16, 1), (8, 2), (4, 4)])
@@ -589,3 +600,64 @@ def test_bf16_gradient_reduction_round_trips_through_megatron():
     plan = Plan(tp=8, pp=2, dp=4, global_batch=64, zero=1, grad_reduce="bf16")
     assert "--grad-reduce-in-bf16" in check_megatron(model, cluster, plan)
     assert "--grad-reduce-in-bf16" not in planner.megatron_args(model, cluster, replace(plan, grad_reduce="fp32"))
+
+
+def test_the_lab_says_why_next_to_an_export_the_planner_refuses():
+    """A pipelined Mixtral plan has no torchtitan v0.2.2 launch (its qwen3 has no pipelining):
+    the lab shows the refusal where the TOML would be, and still the Megatron-LM command."""
+    from figures import registry
+
+    lab = registry()[21]
+    state = {**lab.default_state(), "model": "mixtral-8x7b", "cluster": "dgx-h100", "gpus": 64, "batch": 256, "pp": 2}
+    view = lab.render(lab.validate_state(state))
+    assert "torchtitan TOML: torchtitan v0.2.2 cannot run this plan" in view.html
+    assert "pretrain_gpt.py" in view.html
+
+
+def test_a_preset_at_its_own_or_another_sequence_length_keeps_its_flavor_and_rope_theta():
+    """Re-typing a preset's sequence length (the lab then passes no preset) keeps the
+    torchtitan flavor, whose rope_theta torchtitan keeps (update_from_config sets max_seq_len
+    only); another field changed registers a flavor that states rope_theta."""
+    cluster, plan = planner.cluster_preset("dgx-h100", 8), Plan(dp=8, global_batch=64, zero=3, framework="fsdp")
+    for seq_len in (8192, 4096):
+        model = replace(planner.model_preset("llama3-8b"), seq_len=seq_len)
+        config = tomllib.loads(planner.torchtitan_toml(model, cluster, plan, None))
+        assert config["model"] == {"name": "llama3", "flavor": "8B"} and config["training"]["seq_len"] == seq_len
+    deeper = planner.torchtitan_toml(replace(planner.model_preset("llama3-8b"), layers=40), cluster, plan, None)
+    assert 'flavor = "custom"' in deeper and "rope_theta=500000" in deeper
+
+
+def _registrations(text):
+    """(flavor, model name, the call) of each registration line an export writes."""
+    for line in text.splitlines():
+        found = re.match(r'# register "([^"]+)" in torchtitan/models/(\w+)/__init__.py as (.*)$', line)
+        if found:
+            yield found.group(1), found.group(2), ast.parse(found.group(3), mode="eval").body
+
+
+@pytest.mark.parametrize("preset", list(planner.MODELS))
+def test_registration_lines_use_only_pinned_model_fields(preset):
+    """The flavor an export asks the reader to register is a call of the model's args class
+    with fields torchtitan v0.2.2 has (its MoEArgs fields as its flavors use them); each
+    preset with a field changed, and the FlexAttention flavors under context parallelism."""
+    moe_fields = {key for entry in TORCHTITAN["models"].values() for flavor in entry["flavors"].values()
+                  for key in (flavor.get("moe_args") or {})}
+    model = planner.model_preset(preset)
+    cluster = planner.cluster_preset("dgx-h100", 64)
+    plan = Plan(dp=16, cp=4, global_batch=64, zero=3, framework="fsdp")
+    texts = [planner.torchtitan_toml(replace(model, layers=model.layers + 1), cluster, plan, None),
+             planner.torchtitan_toml(model, cluster, plan, preset)]
+    found = [r for text in texts for r in _registrations(text)]
+    assert found or exports.torchtitan_flavor(model) is None
+    for flavor, name, call in found:
+        assert flavor not in TORCHTITAN["models"][name]["flavors"]
+        if isinstance(call.func, ast.Name) and call.func.id == "replace":  # a pinned flavor on SDPA
+            assert ast.unparse(call.args[0]).startswith("deepseekv3_args[")
+            continue
+        assert {k.arg for k in call.keywords} <= set(TORCHTITAN["models"][name]["defaults"]), preset
+        for keyword in call.keywords:
+            if keyword.arg == "moe_args":
+                assert {k.arg for k in keyword.value.keywords} <= moe_fields
+        if model.rope_theta:
+            assert {"rope_theta": model.rope_theta} == {k.arg: k.value.value for k in call.keywords
+                                                        if k.arg == "rope_theta"}
