@@ -50,11 +50,11 @@ bench/node_modules/.installed: bench/package.json bench/package-lock.json
 
 # The exports run through the real tools (tests/models/test_exports_real_tools.py): torchtitan
 # 0.2.2 on a CPU-only torch and Megatron-LM core_v0.19.0's source tree, in .venv-exports and
-# .tools/ (ignored by git), never in .venv. torch goes first and CPU-only: a local wheel where
-# one is (TORCH_WHEEL), else PyTorch's CPU index, so torchtitan's "torch>=2" pulls no CUDA build.
+# .tools/ (ignored by git), never in .venv. torch goes first, pinned, so torchtitan's "torch>=2"
+# pulls nothing newer: on this project's machines pip takes 2.13.0's CPU build from local disk
+# (elsewhere, point pip at PyTorch's CPU wheels with PIP_INDEX_URL to avoid a CUDA build).
 EXPORTS_VENV := .venv-exports
 EXPORTS_PY := $(EXPORTS_VENV)/bin/python
-TORCH_WHEEL ?= $(firstword $(wildcard /opt/wheels/torch-2.13.0+cpu-cp311-*.whl))
 MEGATRON_TGZ ?= ../shared/tools/megatron-lm-core_v0.19.0.tgz
 MEGATRON_LM ?= .tools/megatron/mlm
 
@@ -66,7 +66,7 @@ check-exports: $(EXPORTS_VENV)/.installed
 
 $(EXPORTS_VENV)/.installed:
 	$(PYTHON) -m venv $(EXPORTS_VENV)
-	$(EXPORTS_PY) -m pip install --quiet $(or $(TORCH_WHEEL),torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu)
+	$(EXPORTS_PY) -m pip install --quiet torch==2.13.0
 	$(EXPORTS_PY) -m pip install --quiet torchtitan==0.2.2 triton==3.9.0 pytest==9.2.0 hypothesis==6.170.17
 	touch $@
 
