@@ -126,3 +126,11 @@ def test_short_names_drop_the_vendor_and_the_parenthesised_detail():
     assert H.LINKS["nvlink4"].short_name == "NVLink 4"
     assert H.LINKS["ib_ndr"].short_name == "InfiniBand NDR 400 Gb/s"
     assert all(spec.short_name and "(" not in spec.short_name for spec in (*H.GPUS.values(), *H.LINKS.values()))
+
+
+def test_every_gpu_has_its_usual_network_and_the_planner_agrees():
+    from models.planner.model import USUAL_NETWORK as PLANNER_NETWORK
+
+    assert set(H.USUAL_NETWORK) == set(H.GPUS)
+    assert all(key in H.LINKS for key in H.USUAL_NETWORK.values())
+    assert H.USUAL_NETWORK == PLANNER_NETWORK  # two tables, one fact (the planner keeps its own)
