@@ -47,3 +47,44 @@ def test_figure_12_never_puts_72_of_a_node_of_8_gpus_on_one_fabric(gpu, narrow):
                                  inter_link=state["inter"])
     assert values(v)["layer_time_s"] == model.layer_s and model.crosses_node
     _clean(v)
+
+
+# ---- Figure 17: raising one degree never silently lowers another -----------------------------------
+
+DEGREES_17 = ("tp", "cp", "dp", "pp")
+
+
+@pytest.mark.parametrize("start", [{}, {"cp": 8}, {"tp": 64, "pp": 1}, {"dp": 512, "pp": 1}, {"tp": 1, "cp": 1, "pp": 1}])
+def test_figure_17_every_stop_a_degree_slider_reaches_keeps_the_other_degrees(start):
+    """Issue 43: at the default (TP 8, DP 8, PP 8) raising CP to 64 dropped DP from 8 to 1 with no
+    word. Now each degree's slider stops where the world would pass 4,096 GPUs, and every stop it
+    does reach leaves the other degrees as they were."""
+    figure = registry()[17]
+    state = figure.validate_state({**figure.default_state(), **start})
+    limits = figure.limits(state)
+    for axis in DEGREES_17:
+        control = figure.control(axis)
+        reachable = [value for value in control.values if value <= limits[axis]]
+        assert reachable[-1] * (state["tp"] * state["cp"] * state["dp"] * state["pp"] // state[axis]) <= 4096
+        for value in reachable:
+            moved = figure.validate_state({**state, axis: value})
+            assert {a: moved[a] for a in DEGREES_17 if a != axis} == {a: state[a] for a in DEGREES_17 if a != axis}
+            assert moved[axis] == value
+    assert figure.slider_limits(state)["cp"] == figure.control("cp").position_text(
+        figure.control("cp").highest_at_most(4096 // (state["tp"] * state["dp"] * state["pp"])))
+
+
+def test_figure_17_at_the_default_cp_stops_at_8_and_at_the_cap_the_figure_says_why():
+    figure = registry()[17]
+    assert figure.limits(figure.default_state())["cp"] == 8
+    _, v = render(17, cp=8)  # 8 x 8 x 8 x 8 = 4,096 GPUs: every degree's slider is at its top
+    assert "lower another first" in v.note
+    _, v = render(17)
+    assert "lower another first" not in v.note
+
+
+def test_figure_17_says_when_ep_is_all_of_dp_times_cp():
+    _, v = render(17, ep=8)
+    assert "EP is 8, all of DP \u00d7 CP" in v.note
+    _, v = render(17, ep=4)
+    assert "EP is" not in v.note
