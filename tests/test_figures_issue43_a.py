@@ -88,3 +88,37 @@ def test_figure_17_says_when_ep_is_all_of_dp_times_cp():
     assert "EP is 8, all of DP \u00d7 CP" in v.note
     _, v = render(17, ep=4)
     assert "EP is" not in v.note
+
+
+# ---- Figure 13: the heads slider's stops that h rules out are named, never silently snapped ---------
+
+def test_figure_13_at_h_6144_says_why_the_heads_slider_stops_at_128():
+    """160 heads do not divide h = 6,144: the slider's range ends at 128 and the figure says why."""
+    figure = registry()[13]
+    state, v = render(13, h=6144)
+    assert figure.limits(state)["a"] == 128
+    assert v.note.startswith("Heads must divide h = 6,144, and 160 does not: the heads slider stops at 128.")
+    assert readouts(v)["heads_allowed"].text == "8, 16, 32, 64, 96, 128"
+
+
+@pytest.mark.parametrize("h", [1024, 2048, 4096, 6144, 8192, 12288, 16384, 20480, 25600])
+def test_figure_13_names_every_heads_stop_that_h_rules_out(h):
+    """Every stop of the heads slider either is itself in this state or is named in the note,
+    with the value it gives (a stop in the middle of the range, like 96 at h = 4,096, snaps)."""
+    figure = registry()[13]
+    state, v = render(13, h=h)
+    for a in figure.control("a").values:
+        moved = figure.validate_state({**state, "a": a})
+        if moved["a"] != a:
+            assert str(a) in v.note
+            if a < figure.limits(state)["a"]:
+                assert f"{a} stop gives {moved['a']}" in v.note
+            else:
+                assert f"stops at {figure.limits(state)['a']}" in v.note
+    if all(h % a == 0 for a in figure.control("a").values):
+        assert "Heads must" not in v.note
+
+
+def test_figure_13_says_where_t_stops_for_few_heads():
+    _, v = render(13, h=4096, a=8)
+    assert "t must divide the 8 heads: its slider stops at 8." in v.note
