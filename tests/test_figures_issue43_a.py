@@ -122,3 +122,50 @@ def test_figure_13_names_every_heads_stop_that_h_rules_out(h):
 def test_figure_13_says_where_t_stops_for_few_heads():
     _, v = render(13, h=4096, a=8)
     assert "t must divide the 8 heads: its slider stops at 8." in v.note
+
+
+# ---- Figure 10: which shard groups fit, seen and said ------------------------------------------------
+
+def _memory_bars(v):
+    from tests.figure_views import rectangles
+
+    fit = rectangles(v, "fill-memory")
+    over = [b for b in rectangles(v, "fill-warn") if b[2:] != (10.0, 10.0)]  # not the legend's swatch
+    return fit, over
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_figure_10_at_1t_parameters_says_does_not_fit_in_the_drawing_and_the_readouts(narrow):
+    figure = registry()[10]
+    state = figure.validate_state({**figure.default_state(), "params": 1_000_000_000_000})
+    v = figure.render(state, narrow=narrow)
+    shown = readouts(v)
+    assert shown["fits"].value == 0 and "does not fit" in shown["fits"].text and shown["fits"].color == "warn"
+    drawn = texts(v)
+    assert "2,000 GB (does not fit)" in drawn and "over the HBM line: does not fit" in drawn
+    assert "does not fit" in v.alt
+    _clean(v)
+
+
+@pytest.mark.parametrize("params", [7_500_000_000, 70_000_000_000, 1_000_000_000_000])
+def test_figure_10s_memory_axis_shows_which_shard_groups_fit(params):
+    """On a linear axis to 1T parameters' 16 TB, the two groups that fit (62.5 and 31 GB) were
+    under a pixel tall and the HBM line sat on the baseline. On the log axis every bar is
+    visible, the groups that fit are the ones under the HBM line, and those over it are red."""
+    from figures.fig10_hsdp_mesh import POWERS, REFERENCE_GPU
+    from models import memory
+
+    state, v = render(10, params=params)
+    fit, over = _memory_bars(v)
+    sizes = [s for s in POWERS if s <= state["N"]]
+    hbm = hardware.gpu(REFERENCE_GPU).hbm_bytes
+    held = {s: memory.hsdp_model_states(params, state["N"], s).total_bytes for s in sizes}
+    assert len(fit) == sum(1 for b in held.values() if b <= hbm) and len(over) == len(sizes) - len(fit)
+    assert min(b[3] for b in fit + over) >= 4  # every bar visible (linear: 1T's fitting bars were 1 unit, the floor)
+    from tests.figure_views import path_data
+
+    [line] = path_data(v, "stroke-capacity")
+    hbm_y = float(line.split()[1].split("L")[0])  # "M96.00 300.06L548.00 300.06"
+    assert all(b[1] > hbm_y for b in fit) and all(b[1] < hbm_y for b in over)
+    if params == 1_000_000_000_000:
+        assert len(fit) == 2  # 256 and 512 GPUs a group (the prose's "256 GPUs wide")
