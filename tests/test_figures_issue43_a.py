@@ -169,3 +169,57 @@ def test_figure_10s_memory_axis_shows_which_shard_groups_fit(params):
     assert all(b[1] > hbm_y for b in fit) and all(b[1] < hbm_y for b in over)
     if params == 1_000_000_000_000:
         assert len(fit) == 2  # 256 and 512 GPUs a group (the prose's "256 GPUs wide")
+
+
+# ---- Figure 02: the kept slice is visible, the Expert cut of a dense model is explained ------------
+
+def _kept(v, key):
+    from tests.figure_views import rectangles
+
+    return [b for b in rectangles(v, f"fill-{key}") if b[2] > 0 and b[3] > 0]
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+@pytest.mark.parametrize("degree", [8, 64])
+def test_figure_02_draws_every_kept_slice_at_least_a_few_units_thick_and_says_so(degree, narrow):
+    """Issue 43: at 1/d the ZeRO-3 strip's and the Context panel's slices were hairlines (12/64
+    and 20/64 of a unit). Each kept slice is now at least MIN_SLICE thick (where its room
+    allows), and the panels drawn so are marked * and named in the note as not to scale."""
+    from figures.fig02_six_cuts import MIN_SLICE
+
+    figure = registry()[2]
+    state = figure.validate_state({**figure.default_state(), "degree": degree, "cut": "zero"})
+    v = figure.render(state, narrow=narrow)
+    zero_strip = min(b[3] for b in _kept(v, "zero"))
+    context_slices = [b[3] for b in _kept(v, "cp") if b[2] > 100]  # the four token slices (the strip is whole)
+    assert zero_strip >= MIN_SLICE and min(context_slices) >= MIN_SLICE
+    drawn = texts(v)
+    assert any(t.endswith("ways *") for t in drawn) and "Not to scale" in v.note
+    assert "ZeRO-3 / FSDP" in v.note.split("Not to scale")[1] and "Context" in v.note.split("Not to scale")[1]
+    assert [t for t, box in text_boxes(v) if not inside(box, v)] == []
+
+
+def test_figure_02_marks_nothing_where_every_slice_is_to_scale():
+    _, v = render(2, degree=2)
+    assert "Not to scale" not in v.note and not any(t.endswith("*") for t in texts(v))
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_figure_02_says_what_the_expert_cut_means_for_a_dense_model(narrow):
+    figure = registry()[2]
+    v = figure.render(figure.default_state(), narrow=narrow)
+    assert any(t.startswith("Expert (as MoE)") for t in texts(v))
+    assert "a dense model has no experts" in v.note and "64 experts" in v.note
+
+
+def test_figure_02s_words_are_never_faded_with_the_panels_not_chosen():
+    """The muted panels faded their words too (soft ink at half opacity: 2.15:1). Only the
+    drawing of a cut not chosen is muted; its title and text keep their contrast."""
+    import xml.etree.ElementTree as ET
+
+    from tests.figure_views import SVG
+
+    root = ET.fromstring(view(2).svg)
+    for group in root.iter(SVG + "g"):
+        if "svg-muted" in (group.get("class") or ""):
+            assert list(group.iter(SVG + "text")) == []
