@@ -110,16 +110,22 @@ def _fix_text(r):
     return title, detail if fix.fits else detail + ", still too much"
 
 
-def _price_text(r):
-    """Why this size of the fix: the communication it was chosen by, against the others that pass."""
+def _price_text(r, short=False):
+    """Why this size of the fix: the communication it was chosen by, against the others that
+    pass (``short``: as the lit leaf has room for)."""
     fix = r.fix
     if fix.comm_s is None or not fix.fits or not r.options:
         return ""
     passing = [o for o in r.options if o.passes]
-    verb = "make the batch fit" if r.first_bottleneck == "step_time" else "fit"
+    verb = "pass" if r.first_bottleneck == "step_time" else "fit"
+    took = fmt.duration(fix.comm_s)
+    if not passing:
+        return f"widest in a node: {took} a step" if short else f"{took} of communication a step, the widest in a node"
+    if short:
+        return f"least communication: {took} a step ({len(passing)} {verb})"
     if len(passing) == 1:
-        return f"{fmt.duration(fix.comm_s)} of communication a step, the only size that {verb}s"
-    return f"{fmt.duration(fix.comm_s)} of communication a step, least of {len(passing)} that {verb}"
+        return f"{took} of communication a step, the only size that {verb}s"
+    return f"{took} of communication a step, least of {len(passing)} that {verb}"
 
 
 def _compared(r):
@@ -204,7 +210,7 @@ def _tree(r, state, failed):
         if branch:
             parts += _chip(LEAF_X, y - 6, LEAF_H, r.recommended_axis)
             soft.append((LEAF_X + 12, y + 27, _fit_leaf(leaf[1]), True))
-            soft.append((LEAF_X + 12, y + 43, _fit_leaf(_price_text(r)), True))
+            soft.append((LEAF_X + 12, y + 43, _price_text(r, short=True), True))
             soft.append((LEAF_X + 12, y + 59, _then_text(r), True))
         texts.append((LEAF_X + 12, y + 10, leaf[0], branch))
     y = TOP + len(r.checks) * ROW
@@ -269,7 +275,7 @@ def _path(r, state, failed):
     title, detail = _fix_text(r)
     if failed < len(r.checks):
         y = box(link(y, "no"), [(title, "svg-label", True), (detail, "svg-label-soft", True)]
-                + ([(_price_text(r), "svg-label-soft", True)] if _price_text(r) else [])
+                + ([(_price_text(r, short=True), "svg-label-soft", True)] if _price_text(r) else [])
                 + [(_then_text(r), "svg-label-soft", True)], chip=r.recommended_axis, key=True)
         rest = [(f"- {QUESTION[check.key]}", "svg-label-soft", False) for check in r.checks[failed + 1:]]
         y = box(y + 10, [("Not asked after a no:", "svg-label-soft", False)] + rest
