@@ -223,3 +223,27 @@ def test_figure_02s_words_are_never_faded_with_the_panels_not_chosen():
     for group in root.iter(SVG + "g"):
         if "svg-muted" in (group.get("class") or ""):
             assert list(group.iter(SVG + "text")) == []
+
+
+# ---- Figure 19: the text of the branches not taken keeps its contrast --------------------------------
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_figure_19s_text_off_the_path_is_soft_ink_not_faded(narrow):
+    """The unlit questions and fixes were faded to 40% (1.81:1). They still say what each other
+    branch would do, so they are drawn in the soft ink at full opacity (as every soft label is);
+    their boxes and links carry the dimming."""
+    import xml.etree.ElementTree as ET
+
+    from figures.fig19_decision_tree import OFF_PATH
+    from tests.figure_views import SVG
+
+    figure = registry()[19]
+    v = figure.render(figure.default_state(), narrow=narrow)
+    root = ET.fromstring(v.svg)
+    off = [t for t in root.iter(SVG + "text") if OFF_PATH in (t.get("class") or "")]
+    assert off, "the default lights one branch: the others' text is off the path"
+    for node in root.iter():
+        classes = (node.get("class") or "").split()
+        if node.tag == SVG + "text" or list(node.iter(SVG + "text")):
+            assert "svg-dim" not in classes and "svg-muted" not in classes and node.get("opacity") is None
+    assert all("svg-label-soft" in t.get("class") for t in off)
