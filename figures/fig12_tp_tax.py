@@ -209,7 +209,7 @@ def render(state, narrow=False):
         Readout("tp_comm_fraction", "spent in AllReduces", fmt.percent(chosen.comm_fraction),
                 chosen.comm_fraction, "inter" if chosen.crosses_node else "intra"),
         Readout("crosses_node", "group crosses the node edge",
-                f"yes, T = {chosen.tp} > {domain} GPUs on one {intra}" if chosen.crosses_node else "no",
+                f"yes, T = {chosen.tp} > {domain}, the GPUs one scale-up fabric joins" if chosen.crosses_node else "no",
                 1 if chosen.crosses_node else 0),
         Readout("speedup", "speedup over T = 1", f"{fmt.decimal(chosen.speedup)}x", chosen.speedup),
         Readout("allreduce_s", "one AllReduce", fmt.duration(chosen.allreduce_s) if chosen.tp > 1 else "none at T = 1",
@@ -219,7 +219,7 @@ def render(state, narrow=False):
         Readout("forward_compute_s", "forward GEMMs", fmt.duration(chosen.forward_compute_s), chosen.forward_compute_s, "forward"),
         Readout("backward_compute_s", "backward GEMMs", fmt.duration(chosen.backward_compute_s), chosen.backward_compute_s, "backward"),
     )
-    readouts += (Readout("nvlink_domain", "GPUs on one fast fabric", f"{domain} ({intra})", domain),)
+    readouts += (Readout("nvlink_domain", f"GPUs on one {intra}", f"{domain} GPUs", domain),)
     alt = (f"Stacked bars of one layer's time for T = 1 to 64 at h = {state['hidden']}, s = {state['seq']}, "
            f"b = {state['micro']}: " + ", ".join(f"T = {t.tp} {fmt.duration(t.layer_s)}" for t in times)
            + f". At T = {chosen.tp}, {fmt.percent(chosen.comm_fraction)} of it is AllReduce "
