@@ -14,7 +14,9 @@ CAPTION = (
 NOTE = (
     "Light and dark slate are the forward and backward matrix multiplies, which lose efficiency as they narrow (an "
     "illustrative curve, not a measurement). Nothing hides the AllReduces: lavender while they run on NVLink inside a "
-    "node, plum on the network once the group spills past it."
+    "node, plum on the network once the group spills past it. A node is one NVLink domain only as far as the GPU's "
+    "NVLink reaches: 8 for an H100, 72 in Blackwell's NVL72 rack, drawn here with the B200's numbers (the rack's "
+    "GB200s peak about 10% higher, 2.5 against 2.25 PFLOP/s dense BF16, on the same 1.8 TB/s NVLink 5)."
 )
 TRIES = (
     ("T = 16, across nodes", {"T": 16}),
