@@ -72,32 +72,67 @@ def _wrap(text, width, size, bold=False):
     return svg.wrap(text, width, size, bold)
 
 
-def _texts(cut, d, step, wrap=None):
+MIN_SLICE = 3.0  # the thinnest kept slice drawn (units): thinner, it would vanish into a hairline
+WIDENED = "*"  # marks a panel whose kept slice is drawn thicker than to scale (the note says so)
+
+
+def _slice(cut, d, layers, g):
+    """The kept slice's true thickness in a panel (units) and the room it sits in: the batch's
+    or state's 1/d (data, zero), a layer's 1/d (tensor) or its experts' (expert), the layers'
+    (pipeline), a sequence's tokens' (context)."""
+    lw = g.block_w / layers
+    return {"data": (g.block_h / d, g.block_h), "zero": (STRIP_H / d, STRIP_H), "tensor": (lw / d, lw),
+            "pipeline": (g.block_w / d, g.block_w), "context": (g.block_h / SEQUENCES / d, g.block_h / SEQUENCES),
+            "expert": (lw / 2 / d, lw / 2)}[cut]
+
+
+def _thick(extent, room):
+    """A kept slice's drawn thickness: to scale, or MIN_SLICE where that is thinner (at most half its room)."""
+    return max(extent, min(MIN_SLICE, room / 2))
+
+
+_NARROWEST = SimpleNamespace(block_w=NARROW_PANEL_W - 16, block_h=NARROW_BLOCK_H)  # a phone's panel
+
+
+def _widened(cut, d, layers):
+    """Whether a cut's kept slice is drawn thicker than to scale: decided on a phone's panel,
+    the smallest, so that every width marks and notes the same panels."""
+    extent, room = _slice(cut, d, layers, _NARROWEST)
+    return _thick(extent, room) > extent
+
+
+def _texts(cut, d, step, wrap=None, widened=False, title_wrap=None):
     """A panel's title lines (the cut, then its degree, where one line is wider than
-    ``wrap``), then its text's lines: what its collective is and when it fires."""
+    ``wrap``; a mark where its slice is not to scale), then its text's lines: what its
+    collective is and when it fires."""
     what, when = (step.what, step.when) if not isinstance(step, str) else ("not possible here:", "more stages than layers")
-    title = [f"{cuts.CUT_LABELS[cut]}, {d} ways"]
-    if wrap is not None and svg.text_width(title[0], *svg.label_size("svg-title")) > wrap:
-        title = [f"{cuts.CUT_LABELS[cut]},", f"{d} ways"]
+    name = cuts.CUT_LABELS[cut] + (" (as MoE)" if cut == "expert" else "")  # a dense model has no experts: NOTE
+    ways = f"{d} ways" + (f" {WIDENED}" if widened and not isinstance(step, str) else "")
+    title = [f"{name}, {ways}"]
+    title_wrap = wrap if title_wrap is None else title_wrap
+    if title_wrap is not None and svg.text_width(title[0], *svg.label_size("svg-title")) > title_wrap:
+        title = [f"{name},", ways]
     soft = svg.label_size("svg-label-soft")
     return title, _wrap(what, wrap, *soft) + _wrap(when, wrap, *soft)
 
 
-def _layout(narrow, d, steps):
+def _layout(narrow, d, layers, steps):
     """The panels' geometry: three columns of two rows, or on a phone two columns of three
     with each text wrapped to its panel (every panel as tall as the one with most lines)."""
-    if not narrow:
-        return SimpleNamespace(columns=3, panel_w=PANEL_W, panel_h=PANEL_H, block_w=BLOCK_W, block_h=BLOCK_H,
-                               wrap=None, title_lines=1)
+    if not narrow:  # the texts on one line each; a title that outgrows its panel in two
+        title_lines = max(len(_texts(cut, d, step, None, _widened(cut, d, layers), PANEL_W - 16)[0])
+                          for cut, step in steps.items())
+        return SimpleNamespace(columns=3, panel_w=PANEL_W, panel_h=PANEL_H + LINE * (title_lines - 1), block_w=BLOCK_W,
+                               block_h=BLOCK_H, wrap=None, title_wrap=PANEL_W - 16, title_lines=title_lines)
     wrap = NARROW_PANEL_W - 16
     title_lines, text_lines = 1, 2
     for cut, step in steps.items():
-        title, lines = _texts(cut, d, step, wrap)
+        title, lines = _texts(cut, d, step, wrap, _widened(cut, d, layers))
         title_lines, text_lines = max(title_lines, len(title)), max(text_lines, len(lines))
     # title, block, strip and texts as in a wide panel, the extra lines added
     panel_h = 30 + LINE * (title_lines - 1) + NARROW_BLOCK_H + 14 + STRIP_H + 20 + LINE * (text_lines - 1) + 9
     return SimpleNamespace(columns=2, panel_w=NARROW_PANEL_W, panel_h=panel_h, block_w=NARROW_PANEL_W - 16,
-                           block_h=NARROW_BLOCK_H, wrap=wrap, title_lines=title_lines)
+                           block_h=NARROW_BLOCK_H, wrap=wrap, title_wrap=wrap, title_lines=title_lines)
 
 
 def _panel(cut, d, layers, x, y, chosen, step, g):
@@ -107,26 +142,30 @@ def _panel(cut, d, layers, x, y, chosen, step, g):
     sy, band = by + block_h + 14, block_h / SEQUENCES
     every = max(1, -(-layers // MAX_MARKS))  # thin the per-layer marks to at most MAX_MARKS
     keep, cut_lines, marks = [], [], []
+    widened = _widened(cut, d, layers)
+    extent, room = _slice(cut, d, layers, g)
+    part = _thick(extent, room) if widened else extent  # the kept slice as drawn: to scale, or MIN_SLICE (marked)
     if cut in ("data", "zero"):  # device 0 keeps 1/d of the batch; zero also 1/d of the state
-        keep += [(bx, by, block_w, block_h / d), (bx, sy, block_w, STRIP_H / (d if cut == "zero" else 1))]
+        keep += [(bx, by, block_w, _thick(block_h / d, block_h) if widened else block_h / d),
+                 (bx, sy, block_w, part if cut == "zero" else STRIP_H)]
         cut_lines += [(bx, by + k * block_h / d, bx + block_w, by + k * block_h / d) for k in range(1, d) if block_h / d >= 3]
         marks += [(bx + block_w + 3, sy + 4)] if cut == "data" else [(bx + (l + 0.5) * lw - 2, sy - 9) for l in range(0, layers, every)]
     elif cut == "tensor":  # a 1/d sliver of every layer's matrices and state
-        keep += [(bx + l * lw, top, lw / d, h) for l in range(layers) for top, h in ((by, block_h), (sy, STRIP_H))]
+        keep += [(bx + l * lw, top, part, h) for l in range(layers) for top, h in ((by, block_h), (sy, STRIP_H))]
         marks += [(bx + (l + 0.5) * lw - 2, by - 7) for l in range(0, layers, every)]
     elif cut == "pipeline":  # the first 1/d of the layers, and their state
-        keep += [(bx, by, block_w / d, block_h), (bx, sy, block_w / d, STRIP_H)]
+        keep += [(bx, by, part, block_h), (bx, sy, part, STRIP_H)]
         cut_lines += [(bx + k * block_w / d, by - 2, bx + k * block_w / d, sy + STRIP_H + 2) for k in range(1, d)]
         marks += [(bx + k * block_w / d - 2, by + block_h / 2 - 2) for k in range(1, d, max(1, -(-d // 16)))]
     elif cut == "context":  # 1/d of every sequence's tokens; the whole state
-        keep += [(bx, by + q * band, block_w, band / d) for q in range(SEQUENCES)] + [(bx, sy, block_w, STRIP_H)]
+        keep += [(bx, by + q * band, block_w, part) for q in range(SEQUENCES)] + [(bx, sy, block_w, STRIP_H)]
         marks += [(bx + (l + 0.25) * lw - 2, by - 7) for l in range(0, layers, every)]
     else:  # expert: every attention half, 1/d of every layer's experts
-        keep += [(bx + l * lw + part, top, lw / 2 / (d if part else 1), h)
-                 for l in range(layers) for part in (0, lw / 2) for top, h in ((by, block_h), (sy, STRIP_H))]
+        keep += [(bx + l * lw + half, top, part if half else lw / 2, h)
+                 for l in range(layers) for half in (0, lw / 2) for top, h in ((by, block_h), (sy, STRIP_H))]
         marks += [(bx + (l + 0.75) * lw - 2, by - 7) for l in range(0, layers, every)]
     colour = AXIS_COLOUR[cut]  # every cut in its axis's hue; the ones not chosen are muted (svg-muted)
-    title, lines = _texts(cut, d, step, g.wrap)
+    title, lines = _texts(cut, d, step, g.wrap, widened, g.title_wrap)
     parts = [
         svg.boxes(((bx, by, block_w, block_h), (bx, sy, block_w, STRIP_H)), class_=f"fill-{colour}", fill_opacity="0.22"),
         svg.segments([(bx, by + q * band, bx + block_w, by + q * band) for q in range(1, SEQUENCES)]
@@ -134,19 +173,20 @@ def _panel(cut, d, layers, x, y, chosen, step, g):
         svg.boxes(keep, class_=f"fill-{colour}"),
         svg.segments(cut_lines, class_="svg-cut"),
         svg.boxes(((mx, my, 4, 4) for mx, my in marks), class_="fill-comm"),
-        *(svg.text(x + 8, y + 15 + LINE * i, line, class_="svg-title")
-          for i, line in enumerate(title)),
-        svg.texts(((x + 8, sy + STRIP_H + 20 + LINE * i, line) for i, line in enumerate(lines)), class_="svg-label-soft"),
     ]
+    # the words stay at full strength in every panel (muted, the soft ink fell to 2.15:1): only
+    # the drawing of a cut not chosen is muted
+    words = [*(svg.text(x + 8, y + 15 + LINE * i, line, class_="svg-title") for i, line in enumerate(title)),
+             svg.texts(((x + 8, sy + STRIP_H + 20 + LINE * i, line) for i, line in enumerate(lines)), class_="svg-label-soft")]
     if chosen:  # the chosen panel carries the point (the piece its cut leaves one GPU): its outline is svg-key
         parts.append(svg.boxes(((x + 1, y + 1, g.panel_w - 2, g.panel_h - 2),), class_=f"svg-focus {svg.KEY}"))
-    return svg.group(parts, class_=None if chosen else "svg-muted")
+    return svg.group(parts, class_=None if chosen else "svg-muted") + "".join(words)
 
 
 def render(state, narrow=False):
     chosen, d, layers = state["cut"], state["degree"], state["layers"]
     steps = {cut: _step(cut, state) for cut in cuts.CUTS}
-    g = _layout(narrow, d, steps)
+    g = _layout(narrow, d, layers, steps)
     corner = {cut: ((i % g.columns) * (g.panel_w + GAP), (i // g.columns) * (g.panel_h + GAP)) for i, cut in enumerate(cuts.CUTS)}
     parts = [_panel(cut, d, layers, *corner[cut], cut == chosen, steps[cut], g) for cut in cuts.CUTS]
     parts.append(svg.hit_areas(((x, y, g.panel_w, g.panel_h, f"cut={cut}", f"show the {cuts.CUT_LABELS[cut]} cut")
@@ -180,4 +220,19 @@ def render(state, narrow=False):
                       f"in {s.messages:,} collectives." if not isinstance(s, str) else f"{cuts.CUT_LABELS[c]}: {s}."
                       for c, s in steps.items())
            + f" The {cuts.CUT_LABELS[chosen]} panel is highlighted.")
-    return View(svg=drawing, readouts=readouts, alt=alt, html=html.join(table, html.heading(card.name), card_lines))
+    return View(svg=drawing, readouts=readouts, alt=alt, html=html.join(table, html.heading(card.name), card_lines),
+                note=_note(d, layers, steps))
+
+
+def _note(d, layers, steps):
+    """What the drawing does not show to scale, and what the Expert panel means for a dense model."""
+    widened = [cuts.CUT_LABELS[c] for c in cuts.CUTS if _widened(c, d, layers) and not isinstance(steps[c], str)]
+    sentences = [f"Expert (as MoE): a dense model has no experts, so this panel splits each layer's MLP as if it "
+                 f"were {cuts.EXPERTS} experts, each token routed to {cuts.TOP_K}: what the model's mixture-of-experts "
+                 "version would keep and send."]
+    if widened:
+        names = " and ".join(", ".join(widened).rsplit(", ", 1))
+        sentences.append(f"{WIDENED} Not to scale: the slice one device keeps in the {names} "
+                         f"panel{'s' if len(widened) > 1 else ''} would be thinner than a line, so it is drawn "
+                         f"{MIN_SLICE:g} units thick.")
+    return " ".join(sentences)

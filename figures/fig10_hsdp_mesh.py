@@ -1,5 +1,6 @@
 """Figure 10: HSDP as a 2-D mesh; the shard group size trades memory per GPU against the fabric
 that carries the per-layer collectives (models.hsdp, models.memory)."""
+import math
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -17,7 +18,8 @@ CAPTION = (
 NOTE = (
     "A shard group runs an AllGather and a ReduceScatter at every layer, a replica group one AllReduce per step; "
     "rings are lavender inside a node and plum across nodes. The bars give model state per GPU and communication "
-    f"per step ({UNITS} layers of one unit each; the thin top is the replica AllReduce)."
+    f"per step ({UNITS} layers of one unit each; the thin top is the replica AllReduce). The memory axis is "
+    "logarithmic, a power of ten per grid line; a bar over the dashed HBM line is red: that group does not fit."
 )
 TRIES = (
     ("Flat FSDP over 512", {"shard": 512}),
@@ -157,6 +159,27 @@ def _value_axis(parts, labels, base, height, high, name, name_tick, layout):
     return scale
 
 
+def _log_axis(parts, labels, base, height, low, high, name, layout):
+    """The memory chart's value axis, logarithmic: a faint line at every power of ten of bytes
+    from ``low`` to ``high`` (both powers of ten), named in the left margin. A linear axis up to
+    1T parameters' 16 TB squeezed the HBM line and every group that fits into its bottom pixel.
+    Returns bytes -> bar height."""
+    decades = round(math.log10(high / low))
+    scale = (height - 16) / decades
+
+    def rise(value):
+        return max(0.0, math.log10(value / low)) * scale
+
+    marks = [low * 10 ** k for k in range(decades + 1)]
+    parts.append(svg.segments([(layout.left, base - rise(m), layout.width - 12, base - rise(m)) for m in marks[1:]],
+                              class_="svg-axis", stroke_dasharray="1 3"))
+    every = 1 if scale >= 14 else 2  # decades too close for a label each: every other one, the top's named
+    labels += [svg.Label(layout.left - 6, base - rise(m) + 4, fmt.data_size(m), anchor="end", moves=())
+               for k, m in enumerate(marks) if (decades - k) % every == 0]
+    labels.insert(0, svg.Label(0, base - height - 12, name, class_="svg-label"))
+    return rise
+
+
 def _trade(state, top, layout):
     """Every shard group size of this world: memory per GPU and communication time per step,
     as bars on value axes with units (time, not bytes: NVLink moves more bytes in less time)."""
@@ -169,9 +192,12 @@ def _trade(state, top, layout):
     chosen = sizes.index(state["shard"])
     memory_base, comm_base = top + 30 + height, top + 30 + 2 * height + 60
     parts, labels, obstacles = [], [], []
-    memory_gb = max(max(r.memory.total_bytes for r in runs), gpu.hbm_bytes) / 1e9
-    memory_scale = _value_axis(parts, labels, memory_base, height, memory_gb,
-                               layout.memory_title, lambda t: fmt.data_size(t * 1e9), layout) / 1e9
+    held = [r.memory.total_bytes for r in runs]
+    low = 10.0 ** math.floor(math.log10(min(held)))
+    high = 10.0 ** math.ceil(math.log10(max(max(held), gpu.hbm_bytes) * 1.0001))
+    if high / low < 100:  # at least two decades, so the scale reads as one
+        low = high / 100
+    rise = _log_axis(parts, labels, memory_base, height, low, high, layout.memory_title, layout)
     longest = max(r.total_comm_s for r in runs) or 1.0
     unit, per_s = ("s", 1.0) if longest >= 10 else ("ms", 1e3)
     comm_scale = _value_axis(parts, labels, comm_base, height, longest * per_s,
@@ -179,8 +205,9 @@ def _trade(state, top, layout):
     bars = {}  # (palette key, width) -> boxes
     for i, r in enumerate(runs):
         x = left + pitch * i + pitch / 2
-        memory = max(r.memory.total_bytes * memory_scale, 1.0)
-        bars.setdefault(("memory", bar), []).append((x - bar / 2, memory_base - memory, bar, memory))
+        memory = max(rise(r.memory.total_bytes), 1.0)
+        fits = r.memory.total_bytes <= gpu.hbm_bytes
+        bars.setdefault(("memory" if fits else "warn", bar), []).append((x - bar / 2, memory_base - memory, bar, memory))
         layer = (r.allgather_s + r.reducescatter_s) * comm_scale
         once = r.allreduce_s * comm_scale
         if layer:
@@ -195,10 +222,12 @@ def _trade(state, top, layout):
     parts.append(svg.boxes(((x - pitch / 2 + 1, memory_base - height - 4, pitch - 2, comm_base - memory_base + height + 8),),
                            fill="none", class_="svg-axis"))
     r = runs[chosen]
-    hbm_y = memory_base - gpu.hbm_bytes * memory_scale
+    hbm_y = memory_base - rise(gpu.hbm_bytes)
+    over = r.memory.total_bytes > gpu.hbm_bytes
     labels[2:2] = [  # after the two titles: the chosen bars' values, then the HBM line's name
-        svg.Label(x, memory_base - max(r.memory.total_bytes * memory_scale, 1.0) - 5, fmt.gigabytes(r.memory.total_bytes),
-                  anchor="middle", moves=("up", "right", "left"), class_="svg-label"),
+        svg.Label(x, memory_base - max(rise(r.memory.total_bytes), 1.0) - 5, fmt.gigabytes(r.memory.total_bytes)
+                  + (" (does not fit)" if over else ""), anchor="middle", moves=("up", "right", "left"),
+                  class_="svg-label"),
         svg.Label(x, comm_base - r.total_comm_s * comm_scale - 5, fmt.duration(r.total_comm_s), anchor="middle",
                   moves=("up", "right", "left"), class_="svg-label"),
         svg.Label(left + width, hbm_y - 4, f"HBM of one {gpu.short_name}: {fmt.gigabytes(gpu.hbm_bytes)}", anchor="end",
@@ -219,6 +248,10 @@ def _trade(state, top, layout):
         svg.texts(((left + 14, legend_y, "inside a node"), (left + 164, legend_y, "across nodes")), class_="svg-label-soft"),
         svg.labels(labels, (0, top, layout.width, legend_y - 12 - top), obstacles=obstacles),
     ]
+    if ("warn", bar) in bars:  # the sizes whose state is over the HBM line, named as well as coloured
+        legend_y += 17
+        parts += [svg.boxes([(left, legend_y - 9, 10, 10)], class_="fill-warn"),
+                  svg.text(left + 14, legend_y, "over the HBM line: does not fit", class_="svg-label-soft")]
     return parts, legend_y + 8
 
 
@@ -232,9 +265,13 @@ def render(state, narrow=False):
     drawing = svg.document(layout.width, height, mesh + trade, label=label)
     gb = lambda b: fmt.gigabytes(b)
     crosses = 1 if step.shard_fabric == hsdp.INTER_NODE else 0
+    fits = step.memory.total_bytes <= hardware.gpu(REFERENCE_GPU).hbm_bytes
     readouts = (
         Readout("model_state_bytes_per_device", "model state per GPU", gb(step.memory.total_bytes),
-                step.memory.total_bytes, "memory"),
+                step.memory.total_bytes, "memory" if fits else None),  # the red swatch is on "fits"
+        Readout("fits", f"model state fits one {hardware.gpu(REFERENCE_GPU).short_name}",
+                "yes" if fits else f"no: does not fit, {gb(step.memory.total_bytes)} > "
+                f"{gb(hardware.gpu(REFERENCE_GPU).hbm_bytes)} of HBM", int(fits), None if fits else "warn"),
         Readout("intra_node_bytes_per_step", "sent inside the node per GPU per step", gb(traffic.intra_node_bytes),
                 traffic.intra_node_bytes, "intra" if traffic.intra_node_bytes > 0 else None),
         Readout("inter_node_bytes_per_step", "sent across nodes per GPU per step", gb(traffic.inter_node_bytes),
@@ -246,7 +283,8 @@ def render(state, narrow=False):
         Readout("crosses_node", "shard group spans nodes", "yes" if crosses else "no", crosses),
     )
     alt = (
-        f"{label}. Per GPU: {gb(step.memory.total_bytes)} of model state; per step {gb(traffic.intra_node_bytes)} sent "
+        f"{label}. Per GPU: {gb(step.memory.total_bytes)} of model state"
+        f"{'' if fits else ', which does not fit one ' + hardware.gpu(REFERENCE_GPU).short_name}; per step {gb(traffic.intra_node_bytes)} sent "
         f"inside the node and {gb(traffic.inter_node_bytes)} across nodes; {fmt.duration(step.total_comm_s)} of "
         f"communication. The shard group {'spans' if crosses else 'stays inside'} "
         f"{'nodes' if crosses else 'one node'}. Bar charts compare every shard group size from 1 to {state['N']}."

@@ -14,11 +14,13 @@ CAPTION = (
 NOTE = (
     "Light and dark slate are the forward and backward matrix multiplies, which lose efficiency as they narrow (an "
     "illustrative curve, not a measurement). Nothing hides the AllReduces: lavender while they run on NVLink inside a "
-    "node, plum on the network once the group spills past it."
+    "node, plum on the network once the group spills past it. A node is one NVLink domain only as far as the GPU's "
+    "NVLink reaches: 8 for an H100, 72 in Blackwell's NVL72 rack, drawn here with the B200's numbers (the rack's "
+    "GB200s peak about 10% higher, 2.5 against 2.25 PFLOP/s dense BF16, on the same 1.8 TB/s NVLink 5)."
 )
 TRIES = (
     ("T = 16, across nodes", {"T": 16}),
-    ("An NVL72 rack", {"gpus": 72}),
+    ("An NVL72 rack (Blackwell)", {"gpus": 72, "gpu": "b200"}),
     ("Hidden size 4,096", {"hidden": 4096}),
     ("h = 4,096 at T = 2", {"hidden": 4096, "T": 2}),
 )
@@ -31,7 +33,7 @@ CONTROLS = (
     Slider("hidden", "Hidden size h", stops=tuple(2 ** k for k in range(10, 16)), default=8192, format=fmt.count),
     Slider("seq", "Sequence length s", stops=tuple(2 ** k for k in range(9, 18)), default=4096, format=fmt.count),
     Slider("micro", "Microbatch b", stops=(1, 2, 4, 8, 16), default=1),
-    Select("gpus", "GPUs per node", options=((4, "4"), (8, "8"), (16, "16"), (72, "72 (an NVL72 rack)")), default=8),
+    Select("gpus", "GPUs per node", options=((4, "4"), (8, "8"), (16, "16"), (72, "72 (a Blackwell NVL72 rack)")), default=8),
     Select("gpu", "GPU", options=tuple((k, hardware.GPUS[k].name) for k in GPUS), default="h100_sxm"),
     Select("inter", "Network", options=tuple((k, hardware.LINKS[k].name) for k in NETWORK_LINKS), default="ib_ndr"),
 )
@@ -180,19 +182,36 @@ def _rows(times, chosen, intra, network):
     return parts, base + 24
 
 
+def _domain_note(state, domain, intra):
+    """Where the GPU's scale-up fabric joins fewer GPUs than the node holds: what the drawing does."""
+    if domain >= state["gpus"]:
+        return ""
+    name = hardware.gpu(state["gpu"]).short_name
+    rack = " (72 in one domain is a Blackwell NVL72 rack: pick the B200)" if state["gpus"] == 72 else ""
+    return (f"Each {name} node joins at most {domain} GPUs on one {intra}, not {state['gpus']}, so the node edge is "
+            f"drawn at {domain}{rack}.")
+
+
 def render(state, narrow=False):
-    times = [tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], t, gpu=state["gpu"],
-                                  gpus_per_node=state["gpus"], inter_link=state["inter"]) for t in DEGREES]
-    chosen = times[DEGREES.index(state["T"])]
     intra = hardware.LINKS[hardware.gpu(state["gpu"]).scale_up_link].short_name
+    domain = hardware.scale_up_domain(state["gpu"], state["gpus"])
+    times = [tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], t, gpu=state["gpu"],
+                                  gpus_per_node=domain, inter_link=state["inter"]) for t in DEGREES]
+    chosen = times[DEGREES.index(state["T"])]
     network = hardware.LINKS[state["inter"]].short_name
     parts, height = (_rows if narrow else _columns)(times, chosen, intra, network)
+    note = _domain_note(state, domain, intra)
+    if note:  # under the chart, in full: the control the reader moved did not do what its label says
+        size = svg.LABEL_SIZES["svg-label"]
+        lines = _lines(note, (ROWS_WIDTH if narrow else WIDTH) - 4, size)
+        parts.append(svg.texts(((0, height + 6 + 16 * i, line) for i, line in enumerate(lines)), class_="svg-label"))
+        height += 12 + 16 * len(lines)
     readouts = (
         Readout("layer_time_s", f"layer time at T = {chosen.tp}", fmt.duration(chosen.layer_s), chosen.layer_s),
         Readout("tp_comm_fraction", "spent in AllReduces", fmt.percent(chosen.comm_fraction),
                 chosen.comm_fraction, "inter" if chosen.crosses_node else "intra"),
         Readout("crosses_node", "group crosses the node edge",
-                f"yes, T = {chosen.tp} > {state['gpus']} GPUs per node" if chosen.crosses_node else "no",
+                f"yes, T = {chosen.tp} > {domain}, the GPUs one scale-up fabric joins" if chosen.crosses_node else "no",
                 1 if chosen.crosses_node else 0),
         Readout("speedup", "speedup over T = 1", f"{fmt.decimal(chosen.speedup)}x", chosen.speedup),
         Readout("allreduce_s", "one AllReduce", fmt.duration(chosen.allreduce_s) if chosen.tp > 1 else "none at T = 1",
@@ -202,9 +221,11 @@ def render(state, narrow=False):
         Readout("forward_compute_s", "forward GEMMs", fmt.duration(chosen.forward_compute_s), chosen.forward_compute_s, "forward"),
         Readout("backward_compute_s", "backward GEMMs", fmt.duration(chosen.backward_compute_s), chosen.backward_compute_s, "backward"),
     )
+    readouts += (Readout("nvlink_domain", f"GPUs on one {intra}", f"{domain} GPUs", domain),)
     alt = (f"Stacked bars of one layer's time for T = 1 to 64 at h = {state['hidden']}, s = {state['seq']}, "
            f"b = {state['micro']}: " + ", ".join(f"T = {t.tp} {fmt.duration(t.layer_s)}" for t in times)
            + f". At T = {chosen.tp}, {fmt.percent(chosen.comm_fraction)} of it is AllReduce "
-           + (f"on the network ({network})." if chosen.crosses_node else f"inside the node ({intra})."))
+           + (f"on the network ({network})." if chosen.crosses_node else f"inside the node ({intra}).")
+           + (f" {note}" if note else ""))
     return View(svg=svg.document(ROWS_WIDTH if narrow else WIDTH, height, parts, label=alt, class_="svg-narrow"),
                 readouts=readouts, alt=alt)

@@ -51,6 +51,32 @@ def limits(state):
     return {"a": max(a for a in HEADS if state["h"] % a == 0), "t": max(t for t in TP_DEGREES if state["a"] % t == 0)}
 
 
+def _heads_note(state):
+    """What the heads and t sliders cannot reach in this state, and why (no silent snap: issue 43)."""
+    h, a = state["h"], state["a"]
+    skipped = [n for n in HEADS if h % n]
+    top = max(n for n in HEADS if h % n == 0)
+    sentences = []
+    if skipped:
+        names = " and ".join(", ".join(map(str, skipped)).rsplit(", ", 1))
+        what = []
+        if any(n > top for n in skipped):
+            what.append(f"the heads slider stops at {top}")
+        for n in (n for n in skipped if n < top):
+            nearest = min((m for m in HEADS if h % m == 0), key=lambda m: abs(m - n))
+            what.append(f"{'its' if what else 'the heads slider’s'} {n} stop gives {nearest}, the nearest that divides")
+        sentences.append(f"Heads must divide h = {fmt.count(h)}, and {names} do{'es' if len(skipped) == 1 else ''} "
+                         f"not: {' and '.join(what)}.")
+    t_top = max(t for t in TP_DEGREES if a % t == 0)
+    if t_top < TP_DEGREES[-1]:
+        sentences.append(f"t must divide the {a} heads: its slider stops at {t_top}.")
+    return " ".join(sentences)
+
+
+def _heads_allowed(state):
+    return ", ".join(str(a) for a in HEADS if state["h"] % a == 0)
+
+
 WIDTH, LEFT = 480, 6
 BOXES = (("LayerNorm", "sp", 78), ("entry", "pill", 96), ("{block}", "tp", 86), ("exit", "pill", 96),
          ("dropout + add", "sp", 96))  # a pill holds "ReduceScatter" (91 units at 12 px)
@@ -183,6 +209,7 @@ def render(state, narrow=False):
         *(Readout(key, name, fmt.data_size(getattr(chosen, key)), getattr(chosen, key),
                   {"outside_tp_bytes": "sp" if sp else "replicated", "inside_tp_bytes": "tp"}.get(key, "activations"))
           for key, name in PARTS),
+        Readout("heads_allowed", f"head counts that divide h = {fmt.count(h)}", _heads_allowed(state)),
     )
     alt = (f"A layer as two strips of regions at t = {t}, sequence parallelism {'on' if sp else 'off'}: LayerNorm "
            f"and dropout hold {kept['sp']}, attention and MLP hold {kept['tp']}; {collectives} per forward pass. "
@@ -190,4 +217,4 @@ def render(state, narrow=False):
            f"{fmt.data_size(layer[True].total_bytes)} with it ({recompute} recompute); "
            f"{fmt.data_size(comm[sp])} sent either way.")
     return View(svg=svg.document(NARROW_WIDTH if narrow else WIDTH, height, parts, label=alt, class_="svg-narrow"),
-                readouts=readouts, alt=alt)
+                readouts=readouts, alt=alt, note=_heads_note(state))

@@ -59,11 +59,13 @@ def constrain(state):
 
 
 def limits(state):
-    """What ``constrain`` lets each slider reach from here: DP and PP up to what 4,096 GPUs hold
-    (TP and CP may always grow: the others give way), EP up to DP x CP, the rank to the last one."""
-    model = state["tp"] * state["cp"] * state["pp"]
-    return {"dp": MAX_WORLD // model, "pp": MAX_WORLD // (state["tp"] * state["cp"]),
-            "ep": state["dp"] * state["cp"], "rank": model * state["dp"] - 1}
+    """Each slider's highest stop that keeps the others where they are: TP, CP, DP and PP up to
+    what 4,096 GPUs hold with the other three as set (raising one never lowers another), EP up
+    to DP x CP, the rank to the last one. ``constrain``'s order only settles a typed-in address."""
+    degrees = {axis: state[axis] for axis in ("tp", "cp", "dp", "pp")}
+    world = math.prod(degrees.values())
+    return {**{axis: MAX_WORLD // (world // degree) for axis, degree in degrees.items()},
+            "ep": state["dp"] * state["cp"], "rank": world - 1}
 
 
 @lru_cache(maxsize=64)
@@ -272,6 +274,11 @@ def render(state, narrow=False):
         notes.append(f"{world:,} ranks on {mesh.nodes:,} nodes: drawn are the {len(nodes)} nodes that hold rank {rank}'s "
                      + ("groups." if complete else "node and as many of its groups' nodes as fit; the table lists "
                         "every member."))
+    if world == MAX_WORLD:  # the degrees' sliders stop here: say why one will not go further
+        notes.append(f"The world is {MAX_WORLD:,} GPUs, the most this figure lays out: to raise one degree, lower "
+                     "another first.")
+    if mesh.ep > 1 and mesh.ep == mesh.dp * mesh.cp:
+        notes.append(f"EP is {mesh.ep}, all of DP \u00d7 CP: lowering DP or CP lowers it with them.")
     if crosses["tp"]:
         notes.append(f"Flagged: tensor-parallel groups of {mesh.tp} ranks straddle node boundaries, so every TP "
                      "AllReduce leaves NVLink for the network.")

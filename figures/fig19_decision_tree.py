@@ -16,7 +16,9 @@ CAPTION = (
 NOTE = (
     "The number that decides each branch is printed on it, so you can see how far a setting is from flipping it. "
     f"Model state counts {LEDGER.bytes_per_param:g} bytes per parameter: bf16 weights and gradients, fp32 master "
-    "weights and Adam's two moments (no fp32 gradient copy)."
+    "weights and Adam's two moments (no fp32 gradient copy). Where several sizes of a fix pass, each is priced as "
+    "Figure 10 prices shard groups and Figure 12 tensor-parallel groups (the GPU's NVLink in a node of 8, its usual "
+    "network card between nodes) and the one that spends least time communicating is lit."
 )
 TRIES = (
     ("A 1.7B model", {"params": 1_700_000_000}),
@@ -61,7 +63,7 @@ AXIS_NAME = {  # as a readout names the fix, mid-sentence
 COLOUR = {"ddp": "dp", "zero": "zero", "fsdp": "zero", "hsdp": "zero", "tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep"}
 
 WIDTH, SPINE_X, SPINE_W, LEAF_X, LEAF_W = 720, 6, 384, 414, 300
-TOP, ROW, BOX_H, LEAF_H = 50, 70, 44, 56
+TOP, ROW, BOX_H, LEAF_H = 50, 84, 44, 72
 
 
 def _number(check, r, state):
@@ -108,6 +110,36 @@ def _fix_text(r):
     return title, detail if fix.fits else detail + ", still too much"
 
 
+def _price_text(r, short=False):
+    """Why this size of the fix: the communication it was chosen by, against the others that
+    pass (``short``: as the lit leaf has room for)."""
+    fix = r.fix
+    if fix.comm_s is None or not fix.fits or not r.options:
+        return ""
+    passing = [o for o in r.options if o.passes]
+    verb = "pass" if r.first_bottleneck == "step_time" else "fit"
+    took = fmt.duration(fix.comm_s)
+    if not passing:
+        return f"widest in a node: {took} a step" if short else f"{took} of communication a step, the widest in a node"
+    if short:
+        return f"least communication: {took} a step ({len(passing)} {verb})"
+    if len(passing) == 1:
+        return f"{took} of communication a step, the only size that {verb}s"
+    return f"{took} of communication a step, least of {len(passing)} that {verb}"
+
+
+def _compared(r):
+    """Every size the fix was chosen among, with its price: "groups of 2: 665 ms, ..."."""
+    if not r.options:
+        return "none: this fix has one size"
+    if not any(o.passes for o in r.options):
+        return f"none of the {len(r.options)} sizes {'brings the batch within its limit' if r.first_bottleneck == 'step_time' else 'fits'}"
+    name = "TP {}" if r.fix.axis == "tp" else "groups of {}"
+    fails = " (batch too large)" if r.first_bottleneck == "step_time" else " (does not fit)"
+    return ", ".join(f"{name.format(o.group)}: {fmt.duration(o.comm_s)}" + ("" if o.passes else fails)
+                     for o in r.options)
+
+
 def _fit_leaf(text):
     """A leaf's detail as drawn: shortened (" a GPU" dropped, then "still" too) where the full
     sentence, which the readout keeps, would run out of the leaf's box."""
@@ -139,13 +171,17 @@ def _chip(x, y, height, axis):
     return parts
 
 
+OFF_PATH = "svg-off-path"  # marks (no style of its own) the text of branches the inputs did not take
+
+
 def _write(texts, soft):
-    """``(x, y, text, lit)`` rows as labels, the unlit ones dimmed."""
-    parts = []
-    for rows, css in ((texts, "svg-label"), (soft, "svg-label-soft")):
-        parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if on], class_=css))
-        parts.append(svg.texts([(x, ty, t) for x, ty, t, on in rows if not on], class_=css + " svg-dim"))
-    return parts
+    """``(x, y, text, lit)`` rows as labels. The unlit ones are in the soft ink, not faded:
+    they still say what each other branch would do, so they keep the soft ink's contrast
+    (their boxes and links are what is dimmed)."""
+    off = [(x, ty, t) for x, ty, t, on in texts + soft if not on]
+    return [svg.texts([(x, ty, t) for x, ty, t, on in texts if on], class_="svg-label"),
+            svg.texts([(x, ty, t) for x, ty, t, on in soft if on], class_="svg-label-soft"),
+            svg.texts(off, class_=f"svg-label-soft {OFF_PATH}")]
 
 
 def _tree(r, state, failed):
@@ -159,7 +195,7 @@ def _tree(r, state, failed):
     for i, check in enumerate(r.checks):
         y = TOP + i * ROW
         lit = i <= failed
-        (lit_links if lit else dim_links).append((mid, y - 12, mid, y))
+        (lit_links if lit else dim_links).append((mid, y - (ROW - BOX_H if i else TOP - 38), mid, y))
         parts.append(svg.boxes(((SPINE_X, y, SPINE_W, BOX_H),), class_="svg-lane " + ("svg-lit" if lit else "svg-dim")))
         texts.append((SPINE_X + 8, y + 18, QUESTION[check.key], lit))
         soft.append((SPINE_X + 8, y + 36, _number(check, r, state), lit))
@@ -173,12 +209,13 @@ def _tree(r, state, failed):
                                class_="svg-lane " + (f"svg-lit {svg.KEY}" if branch else "svg-dim")))
         if branch:
             parts += _chip(LEAF_X, y - 6, LEAF_H, r.recommended_axis)
-            soft.append((LEAF_X + 12, y + 28, _fit_leaf(leaf[1]), True))
-            soft.append((LEAF_X + 12, y + 44, _then_text(r), True))
+            soft.append((LEAF_X + 12, y + 27, _fit_leaf(leaf[1]), True))
+            soft.append((LEAF_X + 12, y + 43, _price_text(r, short=True), True))
+            soft.append((LEAF_X + 12, y + 59, _then_text(r), True))
         texts.append((LEAF_X + 12, y + 10, leaf[0], branch))
     y = TOP + len(r.checks) * ROW
     done = failed == len(r.checks)
-    (lit_links if done else dim_links).append((mid, y - 26, mid, y))
+    (lit_links if done else dim_links).append((mid, y - (ROW - BOX_H), mid, y))
     parts.append(svg.boxes(((SPINE_X, y, SPINE_W, BOX_H),), class_="svg-lane " + (f"svg-lit {svg.KEY}" if done else "svg-dim")))
     if done:
         parts += _chip(SPINE_X, y, BOX_H, "ddp")
@@ -237,8 +274,9 @@ def _path(r, state, failed):
         y = box(y, rows)
     title, detail = _fix_text(r)
     if failed < len(r.checks):
-        y = box(link(y, "no"), [(title, "svg-label", True), (detail, "svg-label-soft", True),
-                                (_then_text(r), "svg-label-soft", True)], chip=r.recommended_axis, key=True)
+        y = box(link(y, "no"), [(title, "svg-label", True), (detail, "svg-label-soft", True)]
+                + ([(_price_text(r, short=True), "svg-label-soft", True)] if _price_text(r) else [])
+                + [(_then_text(r), "svg-label-soft", True)], chip=r.recommended_axis, key=True)
         rest = [(f"- {QUESTION[check.key]}", "svg-label-soft", False) for check in r.checks[failed + 1:]]
         y = box(y + 10, [("Not asked after a no:", "svg-label-soft", False)] + rest
                 + [("Nothing fails: " + AXIS_NAME["ddp"], "svg-label", False)], lit=False)
@@ -264,6 +302,9 @@ def render(state, narrow=False):
         Readout("hbm_bytes", "HBM per GPU", fmt.gigabytes(r.hbm_bytes), r.hbm_bytes),
         Readout("per_device_bytes", "per GPU after the fix", fmt.gigabytes(r.fix.per_device_bytes), r.fix.per_device_bytes),
         Readout("fix", "how", detail),
+        Readout("fix_comm_s", "communication per step of the fix, before overlap",
+                _price_text(r) or "not priced here", r.fix.comm_s if _price_text(r) else 0.0),
+        Readout("compared", "sizes compared (communication per step)", _compared(r)),
         Readout("batch_tokens", "global batch, data parallel alone", _tokens(r.check("step_time").value),
                 r.check("step_time").value),
         Readout("then", "then", _then_text(r)[len("then: "):], r.then_axis or "none"),

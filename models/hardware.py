@@ -65,6 +65,9 @@ class GpuSpec:
     # Engineering", compute/accelerator/README.md, MAMF table): what a GEMM can reach at best.
     matmul_fraction: float = 0.8
     generation: str = ""  # "ampere", "hopper", "blackwell", "cdna3": which attention kernels exist
+    # The most GPUs one scale-up fabric (NVLink / Infinity Fabric) joins in a shipping system:
+    # a node's worth, except Blackwell's NVL72 rack (see SCALE_UP_SOURCES).
+    scale_up_max_gpus: int = 8
 
     @property
     def short_name(self):  # "H100 SXM 80GB"
@@ -124,6 +127,7 @@ GPUS = {
             "NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOPS (624 with sparsity), 40GB HBM2, 1,555 GB/s",
             matmul_fraction=0.869,
             generation="ampere",
+            scale_up_max_gpus=16,
         ),
         GpuSpec(
             "a100_80gb",
@@ -135,6 +139,7 @@ GPUS = {
             "NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOPS (624 with sparsity), 80GB HBM2e, 2,039 GB/s",
             matmul_fraction=0.869,
             generation="ampere",
+            scale_up_max_gpus=16,
         ),
         GpuSpec(
             "h100_sxm",
@@ -171,6 +176,7 @@ GPUS = {
             "Announced with 192GB; shipping HGX/DGX B200 systems list 180GB per GPU.",
             matmul_fraction=0.776,
             generation="blackwell",
+            scale_up_max_gpus=72,
         ),
         GpuSpec(
             "mi300x",
@@ -289,6 +295,32 @@ LINKS = {
         ),
     )
 }
+
+
+# The network each GPU usually ships with, one NIC per GPU for compute traffic: DGX A100 (8 x
+# ConnectX-6 HDR 200 Gb/s), DGX H100 / H200 and DGX B200 (8 x ConnectX-7 NDR 400 Gb/s) datasheets;
+# MI300X platforms (e.g. Dell PowerEdge XE9680 with MI300X: 8 x 400 GbE NICs). The planner keeps
+# the same table (models.planner.model.USUAL_NETWORK).
+USUAL_NETWORK = {
+    "a100_40gb": "ib_hdr", "a100_80gb": "ib_hdr", "h100_sxm": "ib_ndr", "h200": "ib_ndr",
+    "b200": "ib_ndr", "mi300x": "roce_400gbe",
+}
+
+
+SCALE_UP_SOURCES = (
+    "NVIDIA HGX A100 datasheet: 4-, 8- and 16-GPU boards, all GPUs on NVSwitch (16). "
+    "NVIDIA HGX H100 / H200 datasheets: 4 or 8 GPUs on NVLink 4 (8). "
+    "NVIDIA GB200 NVL72 datasheet: 72 Blackwell GPUs in one NVLink 5 domain, 130 TB/s (72). "
+    "AMD Instinct MI300X platform: 8 GPUs, Infinity Fabric full mesh (8)."
+)
+
+
+def scale_up_domain(key, gpus_per_node):
+    """GPUs that share one scale-up fabric in a node of ``gpus_per_node`` of GPU ``key``: the node,
+    up to the most that GPU's fabric joins (``GpuSpec.scale_up_max_gpus``): an H100 node of 72 is
+    nine NVLink domains of 8, not one; only Blackwell's NVL72 joins 72."""
+    positive("gpus_per_node", gpus_per_node)
+    return min(int(gpus_per_node), gpu(key).scale_up_max_gpus)
 
 
 def gpu(key):

@@ -24,12 +24,12 @@ activations (pass them as ``activation_bytes`` to ``smallest_fitting_group``), c
 import math
 from dataclasses import dataclass
 
-from models import collectives
+from models import collectives, hardware
 from models._validate import at_most, divides, non_negative, positive, positive_int
 from models.memory import MAX_DEVICES, ModelStates, fsdp_peak_memory, hsdp_model_states
 
 __all__ = ["INTRA_NODE", "INTER_NODE", "HsdpStep", "hsdp_step", "shard_group_sizes",
-           "smallest_fitting_group", "shard_fabric", "replica_fabric"]
+           "smallest_fitting_group", "GroupOption", "shard_group_options", "shard_fabric", "replica_fabric"]
 
 INTRA_NODE = "intra-node"
 INTER_NODE = "inter-node"
@@ -184,6 +184,45 @@ def smallest_fitting_group(params, world_size, *, hbm_bytes, activation_bytes=0.
         if states + activation_bytes <= hbm_bytes:
             return g
     return None
+
+
+@dataclass(frozen=True)
+class GroupOption:
+    """One node-aligned shard group size: whether ZeRO-3 at that size fits, and what it sends."""
+
+    group: int
+    replicas: int
+    fits: bool
+    per_device_bytes: float  # FSDP's peak (gathered unit and its gradient) + activation_bytes
+    comm_s: float  # hsdp_step's total_comm_s: every collective of the step, before overlap
+    inter_node_bytes: float  # hsdp_traffic's bytes one GPU sends across nodes per step
+
+
+def shard_group_options(params, world_size, *, hbm_bytes, gpus_per_node, intra_link, inter_link, num_units,
+                        activation_bytes=0.0, largest_unit_params=0.0):
+    """Every node-aligned shard group size of ``world_size`` (``shard_group_sizes``), each with its
+    memory (as ``smallest_fitting_group`` counts it) and its step's communication (``hsdp_step`` on
+    ``intra_link`` / ``inter_link``, ``models.hardware`` keys, at their peak rates and alphas: the
+    prices Figure 10 draws). Where several fit, the cheapest to run is the fewest seconds of
+    communication, not the smallest group (ZeRO++ Sec. 3, hierarchical partitioning: keep the
+    chatty collective inside a node)."""
+    inside, across = hardware.link(intra_link), hardware.link(inter_link)
+    world_size, gpus_per_node = _check_world(world_size, min(gpus_per_node, world_size))
+    options = []
+    for g in shard_group_sizes(world_size, gpus_per_node):
+        if largest_unit_params > 0:
+            states = fsdp_peak_memory(params, g, largest_unit_params).peak_bytes
+        else:
+            states = hsdp_model_states(params, world_size, g).total_bytes
+        step = hsdp_step(params, world_size, g, gpus_per_node=gpus_per_node, num_units=num_units,
+                         alpha_s=inside.alpha_s, inter_node_alpha_s=across.alpha_s,
+                         intra_node_bandwidth_bytes_per_s=inside.bandwidth_bytes_per_s,
+                         inter_node_bandwidth_bytes_per_s=across.bandwidth_bytes_per_s)
+        traffic = hsdp_traffic(params, world_size, g, gpus_per_node=gpus_per_node)
+        per_device = states + activation_bytes
+        options.append(GroupOption(g, world_size // g, per_device <= hbm_bytes, per_device, step.total_comm_s,
+                                   traffic.inter_node_bytes))
+    return tuple(options)
 
 
 @dataclass(frozen=True)

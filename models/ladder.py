@@ -23,17 +23,30 @@ The first question that fails names the bottleneck; its fix is the least
 communication-heavy axis that removes it (article, "choose the least communication-heavy
 axis that fixes it"):
 
-* model state: shard it with ZeRO-3 at the smallest node-aligned group that fits
-  (``hsdp.smallest_fitting_group``, FSDP's gathered layer included), ``hsdp`` if that group
-  is smaller than the world, else ``fsdp``. If nothing fits because one gathered layer (its
-  bf16 weights and gradients, FSDP's unit) plus the activations exceeds the GPU, the
-  bottleneck is ``layer`` and the fix ``tp``. A mixture of experts whose state does not fit
-  is ``experts``: ``ep`` shards the expert weights, which are 2/3 of each layer.
+* model state: shard it with ZeRO-3 (FSDP's gathered layer included). Of the node-aligned shard
+  groups that fit, the one whose step sends the fewest seconds of communication
+  (``hsdp.shard_group_options``: ``hsdp_step`` on the GPU's NVLink and its usual NIC, the prices
+  Figure 10 draws), so a whole node where one node fits: groups of 8 A100s cost 7.5B parameters
+  266 ms a step against 664 ms for groups of 2, whose replica AllReduce crosses nodes with four
+  times the bytes. ``hsdp`` if that group is smaller than the world, else ``fsdp``. If nothing
+  fits because one gathered layer (its bf16 weights and gradients, FSDP's unit) plus the
+  activations exceeds the GPU, the bottleneck is ``layer`` and the fix ``tp``. A mixture of
+  experts whose state does not fit is ``experts``: ``ep`` shards the expert weights, which are
+  2/3 of each layer.
 * activations: ``context`` (``cp``) when the sequence makes attention dominate (question 4
-  fails too); else ``zero`` if ZeRO-2 over all GPUs frees enough (no extra traffic), else
-  ZeRO-3 as above, else ``tp`` (sequence parallelism divides activations by the TP degree).
+  fails too); else ``zero`` if ZeRO-2 over all GPUs frees enough (no traffic beyond data
+  parallelism's own), else ZeRO-3 as above, else ``tp`` (sequence parallelism divides
+  activations by the TP degree).
 * step time: ``tp`` inside a node; ``pp`` next if the batch is still too large.
 * context: ``cp``. experts: ``ep``. Nothing fails: ``ddp`` (with ZeRO-1, free).
+
+Every TP fix takes, of the degrees inside one node that divide the heads and make the failing
+check pass (memory within HBM; the data-parallel batch within ``MAX_BATCH_TOKENS``), the one with
+the least communication per step: ``tensor.tp_layer_time``'s four blocking AllReduces a layer (the
+prices Figure 12 draws), over every layer. A wider group sends more, so this is the smallest
+degree that passes: for 1.7B parameters on 4,096 GPUs, TP 2 (the batch falls to 4.2M tokens), not
+TP 8. If none passes, the node's whole width, and ``then`` names what comes next. ``options``
+keeps the sizes the choice was made among, with their prices.
 
 ``then`` is the next question after the fix that still fails (or None), asked with the fix
 in place: TP or CP over k GPUs divides the global batch data parallelism needs by k.
@@ -46,12 +59,12 @@ MLPs hold 2/3 of the parameters" (the dense shape's MLP split into ``experts`` e
 import math
 from dataclasses import dataclass
 
-from models import activations, hardware, memory
+from models import activations, hardware, hsdp, memory
 from models._validate import at_most, positive_int
-from models.hsdp import smallest_fitting_group
 from models.shapes import shape_for
+from models.tensor import tp_layer_time
 
-__all__ = ["QUESTIONS", "BOTTLENECKS", "AXES", "MAX_BATCH_TOKENS", "Check", "Fix", "Ladder", "climb"]
+__all__ = ["QUESTIONS", "BOTTLENECKS", "AXES", "MAX_BATCH_TOKENS", "Check", "Fix", "Option", "Ladder", "climb"]
 
 QUESTIONS = ("model_state", "activations", "step_time", "context", "experts")
 BOTTLENECKS = ("none", "model_state", "activations", "layer", "step_time", "context", "experts")
@@ -59,7 +72,6 @@ AXES = ("ddp", "zero", "fsdp", "hsdp", "tp", "pp", "cp", "ep")
 # LLaMA trained with 4M-token batches (Touvron et al. 2023, Table 2); GPT-3 175B with 3.2M
 # (Brown et al. 2020, Table 2.1). Past a few million tokens larger batches stop paying.
 MAX_BATCH_TOKENS = 4 * 2**20
-TP_DEGREE = 8  # one node's GPUs: TP stays inside the scale-up domain
 MAX_GPUS = 2**20
 
 
@@ -80,6 +92,18 @@ class Fix:
     group: int  # shard group (zero/fsdp/hsdp), TP degree (tp), or 1
     replicas: int  # copies of the shard group (hsdp), else 1
     min_gpus: int  # for a ZeRO-3 fix that does not fit: GPUs it would need (power of two); else 0
+    comm_s: float | None = None  # ZeRO-3 and TP fixes: the communication per step it was chosen by
+
+
+@dataclass(frozen=True)
+class Option:
+    """One size of the chosen axis: whether it makes the failing check pass, and its price."""
+
+    axis: str
+    group: int  # shard group (fsdp/hsdp) or TP degree
+    passes: bool
+    per_device_bytes: float
+    comm_s: float  # ZeRO-3: hsdp_step's total before overlap; TP: every layer's blocking AllReduces
 
 
 @dataclass(frozen=True)
@@ -94,6 +118,7 @@ class Ladder:
     activation_bytes: float  # one microbatch, whole stack, on one GPU
     layer_bytes: float  # one gathered layer: bf16 weights + bf16 gradients
     hbm_bytes: float
+    options: tuple = ()  # the sizes of the fix's axis it was chosen among (Option), smallest first
 
     def check(self, key):
         return next(check for check in self.checks if check.key == key)
@@ -106,8 +131,16 @@ def _power_of_two_at_least(value):
 _LATER_AXIS = {"step_time": "tp", "context": "cp", "experts": "ep"}
 
 
+def _cheapest(options):
+    """The option that passes with the least communication (the smaller size on a tie), else None."""
+    passing = [o for o in options if o.passes]
+    return min(passing, key=lambda o: (o.comm_s, o.group)) if passing else None
+
+
 def climb(params, seq, gpu, gpus, experts=1, micro=1, *, gpus_per_node=8):
-    """Walk the ladder for one model and GPU budget; see the module docstring."""
+    """Walk the ladder for one model and GPU budget; see the module docstring. The GPU's NVLink
+    carries what stays in a node of ``gpus_per_node``, its usual NIC (``hardware.USUAL_NETWORK``)
+    what leaves it."""
     shape = shape_for(params)
     seq = positive_int("seq", seq)
     spec = hardware.gpu(gpu)
@@ -139,24 +172,45 @@ def climb(params, seq, gpu, gpus, experts=1, micro=1, *, gpus_per_node=8):
         Check("experts", float(experts), 1.0, experts == 1, "experts"),
     )
     failed = next((c.key for c in checks if not c.passed), None)
-    tp_degree = min(TP_DEGREE, gpus)
+    network = hardware.USUAL_NETWORK[spec.key]
+    chosen_from = []  # the options of the axis the fix was chosen among
 
     def zero3():
-        """ZeRO-3 at the smallest node-aligned group that fits, or over every GPU if none does."""
-        group = smallest_fitting_group(params, gpus, hbm_bytes=hbm, activation_bytes=acts, largest_unit_params=unit,
-                                       gpus_per_node=gpus_per_node if gpus > gpus_per_node else None)
-        if group is None:
-            widest = memory.fsdp_peak_memory(params, gpus, unit).peak_bytes
+        """ZeRO-3 over the node-aligned shard group that fits with the least communication
+        (``hsdp.shard_group_options``), or over every GPU if none fits."""
+        options = hsdp.shard_group_options(params, gpus, hbm_bytes=hbm, gpus_per_node=gpus_per_node,
+                                           intra_link=spec.scale_up_link, inter_link=network, num_units=shape.layers,
+                                           activation_bytes=acts, largest_unit_params=unit)
+        chosen_from[:] = [Option("hsdp" if o.group < gpus else "fsdp", o.group, o.fits, o.per_device_bytes, o.comm_s)
+                          for o in options]
+        best = _cheapest(chosen_from)
+        if best is None:
+            widest = options[-1]
             room = hbm - layer  # what the resident shards may use (activations aside)
             need = _power_of_two_at_least(state / room) if room > 0 else 0
-            return Fix("fsdp", False, widest + acts, gpus, 1, need if widest > hbm else 0)
-        peak = memory.fsdp_peak_memory(params, group, unit).peak_bytes + acts
-        return Fix("hsdp" if group < gpus else "fsdp", True, peak, group, gpus // group, 0)
+            over = widest.per_device_bytes - acts > hbm
+            return Fix("fsdp", False, widest.per_device_bytes, gpus, 1, need if over else 0, widest.comm_s)
+        return Fix(best.axis, True, best.per_device_bytes, best.group, gpus // best.group, 0, best.comm_s)
+
+    def tensor_parallel(passes):
+        """TP with sequence parallelism (weights, optimizer state and activations / t) at the degree
+        inside a node that ``passes(t, per_device_bytes)`` with the least communication; if none
+        does, the widest."""
+        degrees = [t for t in (2 ** k for k in range(1, 7)) if t <= min(gpus_per_node, gpus)
+                   and shape.heads % t == 0 and shape.hidden % t == 0] or [1]
+        options = []
+        for t in degrees:
+            per_device = state / t + stack_activations(t)
+            comm_s = shape.layers * tp_layer_time(micro, seq, shape.hidden, t, gpu=spec.key,
+                                                  gpus_per_node=gpus_per_node, inter_link=network).comm_s
+            options.append(Option("tp", t, passes(t, per_device), per_device, comm_s))
+        chosen_from[:] = options
+        best = _cheapest(options) or options[-1]
+        return Fix("tp", best.per_device_bytes <= hbm, best.per_device_bytes, best.group, 1, 0, best.comm_s)
 
     def tensor():
-        """TP inside a node with sequence parallelism: weights, optimizer state and activations / t."""
-        per_device = state / tp_degree + stack_activations(tp_degree)
-        return Fix("tp", per_device <= hbm, per_device, tp_degree, 1, 0)
+        """TP for memory: the cheapest degree that brings the GPU within HBM."""
+        return tensor_parallel(lambda t, per_device: per_device <= hbm)
 
     def context_parallel():
         """CP at the smallest power of two that brings activations (÷ C) within HBM,
@@ -193,13 +247,15 @@ def climb(params, seq, gpu, gpus, experts=1, micro=1, *, gpus_per_node=8):
             bottleneck = "activations"
             zero2 = memory.model_states(params, gpus, 2).total_bytes + acts
             fix = Fix("zero", True, zero2, gpus, 1, 0) if gpus > 1 and zero2 <= hbm else zero3()
+            if fix.axis == "zero":
+                chosen_from.clear()
             if not fix.fits:
                 fix = tensor()
     elif failed is None:
         bottleneck, fix = "none", Fix("ddp", True, state + acts, 1, gpus, 0)
     elif failed == "step_time":
-        bottleneck, fix = "step_time", tensor()
-        if tokens / tp_degree > MAX_BATCH_TOKENS:
+        bottleneck, fix = "step_time", tensor_parallel(lambda t, per_device: tokens / t <= MAX_BATCH_TOKENS)
+        if tokens / fix.group > MAX_BATCH_TOKENS:
             then = ("step_time", "pp")  # TP stops at the node edge: pipeline stages across nodes next
     elif failed == "context":
         bottleneck, fix = "context", context_parallel()
@@ -215,10 +271,14 @@ def climb(params, seq, gpu, gpus, experts=1, micro=1, *, gpus_per_node=8):
             if check.key == "step_time":
                 if tokens / split <= MAX_BATCH_TOKENS:
                     continue
-                then = ("step_time", "pp" if fix.axis == "tp" else "tp")
+                # a TP fix already as wide as a node allows hands over to pipeline stages
+                widest = fix.axis == "tp" and fix.group == max(o.group for o in chosen_from)
+                then = ("step_time", "pp" if widest else "tp")
                 break
             if not check.passed:
                 then = (check.key, _LATER_AXIS[check.key])
                 break
+    if fix.axis not in ("fsdp", "hsdp", "tp"):
+        chosen_from.clear()  # an option list belongs to the fix drawn from it
     return Ladder(checks, bottleneck, fix.axis, fix, then[0] if then else None, then[1] if then else None,
-                  state, acts, layer, hbm)
+                  state, acts, layer, hbm, tuple(chosen_from))

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from figures import registry, svg
-from models import activations, context, fmt, tensor
+from models import activations, context, fmt, hardware, tensor
 from tests.figure_views import (SVG, inside, overlap as boxes_overlap, paths, rectangles, shapes, subpaths, text_boxes,
                                 texts, values, view)
 from tests.published_cases import published_cases
@@ -130,7 +130,8 @@ def test_figure_12_readouts_are_the_models(changes):
     state = {**registry()[12].default_state(), **changes}
     shown = values(view(12, **changes))
     model = tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], state["T"], gpu=state["gpu"],
-                                 gpus_per_node=state["gpus"], inter_link=state["inter"])
+                                 gpus_per_node=hardware.scale_up_domain(state["gpu"], state["gpus"]),
+                                 inter_link=state["inter"])
     assert shown["layer_time_s"] == model.layer_s
     assert shown["tp_comm_fraction"] == model.comm_fraction
     assert shown["crosses_node"] == (1 if state["T"] > state["gpus"] else 0) == int(model.crosses_node)
@@ -155,7 +156,8 @@ def test_figure_12_draws_seven_bars_coloured_by_fabric(gpus):
     assert [p.get("data-set") for p in hits] == [f"T={t}" for t in (1, 2, 4, 8, 16, 32, 64)]
     # svg.hit_areas: tab stops styled by .svg-hit, which shows the keyboard focus
     assert all(p.get("class") == "svg-hit" and p.get("tabindex") == "0" and p.get("aria-label") for p in hits)
-    outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > gpus)
+    # an H100's NVLink joins at most 8 GPUs: the edge stays at 8 in nodes of 16 or 72 (issue 43)
+    outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > hardware.scale_up_domain("h100_sxm", gpus))
     assert shapes(v, "fill-inter") == outside and shapes(v, "fill-intra") == 7 - outside
     assert shapes(v, "fill-forward") == shapes(v, "fill-backward") == 7
     assert ("InfiniBand NDR 400 Gb/s >" in texts(v) or "network >" in texts(v)) == (outside > 0)
@@ -194,7 +196,7 @@ def test_figure_12_on_a_phone_lays_the_bars_down_and_keeps_the_node_edge_in_view
     assert shapes(narrow, "fill-forward") == shapes(wide, "fill-forward") == 7
     assert shapes(narrow, "fill-inter") == shapes(wide, "fill-inter")
     [key] = [node for node in root.iter() if "svg-key" in (node.get("class") or "").split()]
-    outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > gpus)
+    outside = sum(1 for t in (1, 2, 4, 8, 16, 32, 64) if t > hardware.scale_up_domain("h100_sxm", gpus))
     if outside:
         held = [t.text for t in key.iter(SVG + "text")]
         assert held == ["\u2191 NVLink 4", "\u2193 InfiniBand NDR 400 Gb/s"]

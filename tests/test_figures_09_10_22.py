@@ -1,5 +1,6 @@
 """Figures 09 (FSDP prefetch), 10 (HSDP mesh), 22 (checkpoint resharding): the starred readouts
 equal what models/ computes, called here directly, and the drawings show what they claim."""
+import math
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -150,8 +151,8 @@ def test_fig10_mesh_draws_a_subset_and_says_so():
     assert shapes(big, "svg-neutral-fill") == 8 * 24
     assert "Drawn: 24 of the 64 GPUs of each shard group and 8 of the 64 shard groups." in texts(big)
     assert shapes(big, "stroke-inter") == 8 + 24  # the shard rings cross nodes too
-    # One bar per shard group size the world allows in the memory chart.
-    assert shapes(big, "fill-memory") == 13
+    # One bar per shard group size the world allows in the memory chart (red where it does not fit).
+    assert shapes(big, "fill-memory") + shapes(big, "fill-warn") - 1 == 13  # less the legend's swatch
 
 
 @pytest.mark.parametrize("changes", FIG10_STATES + [{"params": 1_000_000_000_000}, {"N": 8, "gpus": 2}, {"N": 4096, "shard": 1}])
@@ -166,20 +167,29 @@ def test_fig10_bars_have_value_axes_with_units_and_the_chosen_values(changes):
     assert "Model state per GPU, for every shard group size" in shown
     assert "Communication time per step, before overlap (time, not bytes)" in shown
     got = {r.key: r for r in view.readouts}
-    assert got["model_state_bytes_per_device"].text in shown and got["step_comm_s"].text in shown
+    fits = got["fits"].value  # a size over the HBM line is labelled so: "2,000 GB (does not fit)"
+    assert got["model_state_bytes_per_device"].text + ("" if fits else " (does not fit)") in shown
+    assert got["step_comm_s"].text in shown
     assert got["shard_comm_s"].value == step.allgather_s + step.reducescatter_s
-    # the memory ticks sit where the bars put their values: bar height / bytes is the axis' scale
+    # the memory ticks sit where the bars put their values, on a log axis (issue 43: a linear one
+    # up to 1T parameters' 16 TB hid which groups fit): a decade of bytes is the same height
     sizes = [s for s in (2 ** k for k in range(13)) if s <= state["N"]]
-    bars = sorted(rectangles(view, "fill-memory"))
+    red = [b for b in rectangles(view, "fill-warn") if b[2:] != (10.0, 10.0)]  # not the legend's swatch
+    bars = sorted(rectangles(view, "fill-memory") + red)
     assert len(bars) == len(sizes)
-    tallest = bars[0]  # one GPU per shard group: the whole model state
-    per_byte = tallest[3] / memory.hsdp_model_states(state["params"], state["N"], 1).total_bytes
-    base = tallest[1] + tallest[3]
-    ticks = [(t, box) for t, box in boxes if t.endswith((" GB", " TB")) and box[0] + box[2] == pytest.approx(90)]  # LEFT - 6
-    assert len(ticks) >= 2
+    held = [memory.hsdp_model_states(state["params"], state["N"], s).total_bytes for s in sizes]
+    base = bars[0][1] + bars[0][3]
+    per_decade = (bars[0][3] - bars[-1][3]) / math.log10(held[0] / held[-1]) if len(bars) > 1 else None
+    ticks = [(t, box) for t, box in boxes if t.endswith((" MB", " GB", " TB")) and box[0] + box[2] == pytest.approx(90)]
+    assert len(ticks) >= 3
+    units = {"MB": 1e6, "GB": 1e9, "TB": 1e12}
     for tick, box in ticks:
-        value = float(tick.split()[0]) * (1e12 if tick.endswith("TB") else 1e9)
-        assert box[1] + svg.ASCENT * 11 - 4 == pytest.approx(base - value * per_byte, abs=0.11)
+        value = float(tick.split()[0].replace(",", "")) * units[tick.split()[1]]
+        y = box[1] + svg.ASCENT * 11 - 4
+        if per_decade:
+            assert y == pytest.approx(base - bars[0][3] - math.log10(value / held[0]) * per_decade, abs=0.2)
+    hbm = hardware.gpu("h100_sxm").hbm_bytes
+    assert len(red) == sum(1 for b in held if b > hbm)
     assert any(t.endswith((" ms", " s")) and box[0] + box[2] == pytest.approx(90) for t, box in boxes)
     assert all(inside(box, view) for _, box in boxes)
     assert not any(boxes_overlap(a, b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])

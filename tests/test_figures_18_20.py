@@ -222,7 +222,7 @@ def test_fig19_prints_the_deciding_numbers_on_the_branches():
     _, view = render(19)
     texts = [t.text for t in ET.fromstring(view.svg).iter(f"{SVG}text")]
     assert "120 GB against 85.9 GB on one NVIDIA A100 80GB SXM" in texts
-    assert any(t.startswith("groups of 2, 32 replicas") for t in texts)
+    assert any(t.startswith("groups of 8, 8 replicas") for t in texts)
 
 
 @pytest.mark.parametrize("changes", STATES_19 + ({"params": 1_700_000_000},))  # and one where nothing fails
@@ -242,8 +242,8 @@ def test_fig19_on_a_phone_lists_the_path_taken_and_marks_the_fix(changes):
     for view in (wide, narrow):
         keys = paths(view, f"svg-lane svg-lit {svg.KEY}")
         assert len(keys) == 1
-    lit = " ".join(t.text for t in ET.fromstring(narrow.svg).iter(f"{SVG}text") if "svg-dim" not in t.get("class"))
-    dim = " ".join(t.text for t in ET.fromstring(narrow.svg).iter(f"{SVG}text") if "svg-dim" in t.get("class"))
+    lit = " ".join(t.text for t in ET.fromstring(narrow.svg).iter(f"{SVG}text") if "svg-off-path" not in t.get("class"))
+    dim = " ".join(t.text for t in ET.fromstring(narrow.svg).iter(f"{SVG}text") if "svg-off-path" in t.get("class"))
     for i, check in enumerate(r.checks):
         start = " ".join(QUESTION[check.key].split()[:4])  # a question's start, whichever way it wraps
         assert (start in lit, start in dim) == (i <= failed, i > failed)

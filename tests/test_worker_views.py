@@ -60,14 +60,17 @@ def page_readings(figure, state):
 
 
 def test_a_view_carries_the_max_of_each_slider_its_state_narrows():
-    """Figure 17: the rank slider's max follows the world (TP x CP x DP x PP), DP's what 4,096
-    GPUs leave it; the page sets each input's max from the answer before its value."""
+    """Figure 17: the rank slider's max follows the world (TP x CP x DP x PP), each degree's what
+    4,096 GPUs leave it beside the others (issue 43: none pushes another down); the page sets
+    each input's max from the answer before its value."""
     worker = Worker(lambda message: None)
     mesh = registry()[17]
-    for dp, rank_max, dp_index in ((8, "511", "6"), (2, "127", "6"), (64, "4095", "6")):
+    # (dp, rank max, positions of the tp, cp, dp and pp maxima) with TP 8, CP 1, PP 8
+    for dp, rank_max, (tp, cp, dp_index, pp) in ((8, "511", "6366"), (2, "127", "6567"), (64, "4095", "3063")):
         state = {**mesh.default_state(), "dp": dp}
         view = json.loads(worker.update(17, json.dumps(page_readings(mesh, state)), "{}", ""))["view"]
-        assert view["limits"] == {"dp": dp_index, "pp": "7", "ep": str(mesh.control("ep").stops.index(dp)), "rank": rank_max}
+        assert view["limits"] == {"tp": tp, "cp": cp, "dp": dp_index, "pp": pp,
+                                  "ep": str(mesh.control("ep").stops.index(dp)), "rank": rank_max}
     assert json.loads(worker.update(15, "{}", "{}", ""))["view"]["limits"] == {}  # no constrained slider
 
 

@@ -126,3 +126,21 @@ def test_short_names_drop_the_vendor_and_the_parenthesised_detail():
     assert H.LINKS["nvlink4"].short_name == "NVLink 4"
     assert H.LINKS["ib_ndr"].short_name == "InfiniBand NDR 400 Gb/s"
     assert all(spec.short_name and "(" not in spec.short_name for spec in (*H.GPUS.values(), *H.LINKS.values()))
+
+
+def test_every_gpu_has_its_usual_network_and_the_planner_agrees():
+    from models.planner.model import USUAL_NETWORK as PLANNER_NETWORK
+
+    assert set(H.USUAL_NETWORK) == set(H.GPUS)
+    assert all(key in H.LINKS for key in H.USUAL_NETWORK.values())
+    assert H.USUAL_NETWORK == PLANNER_NETWORK  # two tables, one fact (the planner keeps its own)
+
+
+def test_a_scale_up_domain_is_what_the_gpus_fabric_joins():
+    """An H100's NVLink joins the 8 GPUs of an HGX board, so a "node of 72" H100s is not one
+    NVLink domain; Blackwell's NVL72 joins 72 (issue 43)."""
+    assert H.scale_up_domain("h100_sxm", 72) == H.scale_up_domain("h200", 16) == 8
+    assert H.scale_up_domain("b200", 72) == 72 and H.GPUS["b200"].scale_up_link == "nvlink5"
+    assert H.scale_up_domain("a100_80gb", 16) == 16 and H.scale_up_domain("mi300x", 16) == 8
+    assert H.scale_up_domain("h100_sxm", 4) == 4
+    assert {g.generation for g in H.GPUS.values() if g.scale_up_max_gpus == 72} == {"blackwell"}

@@ -210,3 +210,28 @@ def test_traffic_bad_inputs_named():
         hsdp.hsdp_traffic(-1, 64, 8, gpus_per_node=8)
     with pytest.raises(ValueError, match="reshard_after_forward"):
         hsdp.hsdp_traffic(1e9, 64, 8, gpus_per_node=8, reshard_after_forward=None)
+
+
+def test_shard_group_options_price_every_node_aligned_group():
+    """Each node-aligned size with hsdp_step's seconds and hsdp_traffic's bytes across nodes on the
+    links named; 7.5B on 64 A100s (NVLink 3, HDR): groups of 2 and of 8 both fit 80 GiB, and the
+    whole node sends 3.3 GB across nodes a step against 14.5 GB."""
+    from models import hardware
+
+    options = hsdp.shard_group_options(7.5e9, 64, hbm_bytes=hardware.gpu("a100_80gb").hbm_bytes, gpus_per_node=8,
+                                       intra_link="nvlink3", inter_link="ib_hdr", num_units=32)
+    assert [o.group for o in options] == list(hsdp.shard_group_sizes(64, 8))
+    by_group = {o.group: o for o in options}
+    assert by_group[2].fits and by_group[8].fits and not by_group[1].fits
+    assert round(by_group[2].inter_node_bytes / 1e9, 1) == 14.5 and round(by_group[8].inter_node_bytes / 1e9, 1) == 3.3
+    nvlink, hdr = hardware.link("nvlink3"), hardware.link("ib_hdr")
+    for o in options:
+        step = hsdp.hsdp_step(7.5e9, 64, o.group, gpus_per_node=8, num_units=32, alpha_s=nvlink.alpha_s,
+                              inter_node_alpha_s=hdr.alpha_s, intra_node_bandwidth_bytes_per_s=nvlink.bandwidth_bytes_per_s,
+                              inter_node_bandwidth_bytes_per_s=hdr.bandwidth_bytes_per_s)
+        assert o.comm_s == step.total_comm_s and o.replicas == 64 // o.group
+        assert o.per_device_bytes == hsdp.hsdp_model_states(7.5e9, 64, o.group).total_bytes
+    assert min((o for o in options if o.fits), key=lambda o: o.comm_s).group == 8
+    # a world inside one node: every group's traffic stays on NVLink
+    assert all(o.inter_node_bytes == 0 for o in hsdp.shard_group_options(
+        7.5e9, 4, hbm_bytes=1e12, gpus_per_node=8, intra_link="nvlink3", inter_link="ib_hdr", num_units=32))
