@@ -299,8 +299,8 @@ LINKS = {
 
 # The network each GPU usually ships with, one NIC per GPU for compute traffic: DGX A100 (8 x
 # ConnectX-6 HDR 200 Gb/s), DGX H100 / H200 and DGX B200 (8 x ConnectX-7 NDR 400 Gb/s) datasheets;
-# MI300X platforms (e.g. Dell PowerEdge XE9680 with MI300X: 8 x 400 GbE NICs). The planner keeps
-# the same table (models.planner.model.USUAL_NETWORK).
+# MI300X platforms (e.g. Dell PowerEdge XE9680 with MI300X: 8 x 400 GbE NICs). The planner reads
+# it (models.planner.model.USUAL_NETWORK).
 USUAL_NETWORK = {
     "a100_40gb": "ib_hdr", "a100_80gb": "ib_hdr", "h100_sxm": "ib_ndr", "h200": "ib_ndr",
     "b200": "ib_ndr", "mi300x": "roce_400gbe",

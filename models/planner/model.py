@@ -63,11 +63,8 @@ ZERO_STAGES = (0, 1, 2, 3)
 # gradients either way).
 GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 
-# The network a GPU usually ships with, one NIC per GPU (DGX/HGX systems).
-USUAL_NETWORK = {
-    "a100_40gb": "ib_hdr", "a100_80gb": "ib_hdr", "h100_sxm": "ib_ndr", "h200": "ib_ndr",
-    "b200": "ib_ndr", "mi300x": "roce_400gbe",
-}
+# The network a GPU usually ships with, one NIC per GPU (models.hardware, with its sources).
+USUAL_NETWORK = hardware.USUAL_NETWORK
 
 
 def _flag(name, value):

@@ -133,7 +133,7 @@ def test_every_gpu_has_its_usual_network_and_the_planner_agrees():
 
     assert set(H.USUAL_NETWORK) == set(H.GPUS)
     assert all(key in H.LINKS for key in H.USUAL_NETWORK.values())
-    assert H.USUAL_NETWORK == PLANNER_NETWORK  # two tables, one fact (the planner keeps its own)
+    assert PLANNER_NETWORK is H.USUAL_NETWORK  # one table, one fact
 
 
 def test_a_scale_up_domain_is_what_the_gpus_fabric_joins():
