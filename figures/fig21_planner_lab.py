@@ -234,7 +234,7 @@ def _table(candidates, shown, best):
              fmt.gigabytes(c.estimate.memory_bytes),
              fmt.percent(c.estimate.step_time_s / best.estimate.step_time_s - 1) if best else "")
             for i, c in enumerate(candidates)]
-    return html.table(("#", "plan", "step", "MFU", "memory per GPU", "slower than best"), rows,
+    return html.table(("#", "plan", "step", "MFU", "memory per GPU", "slower than best"), rows, name_column=1,
                       label="The five fastest plans that fit",
                       row_classes=["chosen" if c.plan == shown.plan else None for c in candidates])
 

@@ -34,6 +34,9 @@ setTimeout(function (ownScript) {
   // lay themselves out for it (data-lays-out-narrow) are rendered narrow.
   const narrowQuery = matchMedia("(max-width: 40rem)");
   function layoutName() { return narrowQuery.matches ? "narrow" : "wide"; }
+  // The phone layout of the controls (a bar, the rest folded: playbook.css): a narrow
+  // screen, or a short one (a phone on its side), whose drawings stay wide.
+  const phoneQuery = matchMedia("(max-width: 40rem), (max-height: 32rem)");
 
   const config = { displayModeBar: false, responsive: true };
   const darkQuery = matchMedia("(prefers-color-scheme: dark)");
@@ -339,8 +342,8 @@ setTimeout(function (ownScript) {
   // Back on a phone, the folds opened for the wide screen close again (not one the reader opened).
   function openFolds(element) {
     element.querySelectorAll('[data-role="more-controls"]').forEach(function (fold) {
-      if (!narrowQuery.matches && !fold.open) { fold.open = true; fold.dataset.openedForWide = ""; }
-      else if (narrowQuery.matches && fold.hasAttribute("data-opened-for-wide")) {
+      if (!phoneQuery.matches && !fold.open) { fold.open = true; fold.dataset.openedForWide = ""; }
+      else if (phoneQuery.matches && fold.hasAttribute("data-opened-for-wide")) {
         fold.open = false;
         fold.removeAttribute("data-opened-for-wide");
       }
@@ -1000,6 +1003,81 @@ setTimeout(function (ownScript) {
     links.forEach(function (link, chapter) { band.observe(chapter); });
   }
   markCurrentSection();
+  floatingContents();
+  phoneQuery.addEventListener("change", function () {
+    figures.forEach(function (figure) { if (figure.attached) openFolds(figure.element); });
+  });
+
+  // On a phone the contents sit at the top of the article: a button at the screen's foot
+  // opens them from anywhere, as a panel over the page (playbook.css .toc[data-floating]);
+  // a pick, the button again, the menu's own title or Escape closes it. The menu's place
+  // keeps its height meanwhile, so the page under it never moves.
+  function floatingContents() {
+    const button = document.querySelector('[data-role="toc-button"]');
+    if (!toc || !button) return;
+    const nav = toc.parentElement;
+    function close() {
+      delete nav.dataset.floating;
+      nav.style.minHeight = "";
+      button.setAttribute("aria-expanded", "false");
+      if (toc.open) toc.open = false;
+    }
+    button.addEventListener("click", function () {
+      if (nav.hasAttribute("data-floating")) return close();
+      nav.style.minHeight = nav.offsetHeight + "px";
+      nav.dataset.floating = "";
+      toc.open = true;
+      button.setAttribute("aria-expanded", "true");
+      const marked = toc.querySelector("a[aria-current]") || toc.querySelector("a");
+      marked.scrollIntoView({ block: "center" });
+      marked.focus({ preventScroll: true });
+    });
+    toc.addEventListener("toggle", function () { if (!toc.open && nav.hasAttribute("data-floating")) close(); });
+    nav.addEventListener("keydown", function (event) {
+      if (event.key === "Escape" && nav.hasAttribute("data-floating")) { close(); button.focus(); }
+    });
+    button.hidden = false;
+  }
+
+  // Anything that scrolls sideways (a drawing, a table, code, an equation) fades at each
+  // edge with more beyond it (playbook.css [data-more]): marked as it scrolls, as it
+  // changes size, and when a figure paints new content into it.
+  const SIDEWAYS = '.table-wrap, .code-block pre, math[display="block"], figure [data-role="view"]';
+  function markEdges(box) {
+    const more = box.scrollWidth - box.clientWidth;
+    const left = box.scrollLeft > 1, right = more > 1 && box.scrollLeft < more - 1;
+    const edges = left && right ? "both" : left ? "left" : right ? "right" : "";
+    if ((box.dataset.more || "") === edges) return;
+    if (edges) box.dataset.more = edges;
+    else delete box.dataset.more;
+  }
+  function watchScrollEdges() {
+    const sized = new ResizeObserver(function (entries) {
+      entries.forEach(function (entry) { if (entry.target.clientWidth > 0) markEdges(entry.target); });
+    });
+    const watch = (root) => root.querySelectorAll(SIDEWAYS).forEach((box) => sized.observe(box));
+    watch(document);
+    document.addEventListener("scroll", function (event) {
+      if (event.target.matches && event.target.matches(SIDEWAYS)) markEdges(event.target);
+    }, { capture: true, passive: true });
+    const painted = new Set();
+    let frame = 0;
+    const repainted = new MutationObserver(function (records) {
+      records.forEach(function (record) { painted.add(record.target.closest("figure")); });
+      if (!frame) frame = requestAnimationFrame(function () {
+        frame = 0;
+        painted.forEach(function (figure) {
+          watch(figure);
+          figure.querySelectorAll(SIDEWAYS).forEach(function (box) { if (box.clientWidth > 0) markEdges(box); });
+        });
+        painted.clear();
+      });
+    });
+    document.querySelectorAll('figure [data-role="view"], figure [data-role="html"]').forEach(function (node) {
+      repainted.observe(node, { childList: true, subtree: true, attributeFilter: ["style", "viewBox"] });
+    });
+  }
+  watchScrollEdges();
 
   // A drawing (or a long equation) wider than its column scrolls sideways: say so, and
   // let the keyboard reach it, while it does.
