@@ -1063,7 +1063,10 @@ setTimeout(function (ownScript) {
     const painted = new Set();
     let frame = 0;
     const repainted = new MutationObserver(function (records) {
-      records.forEach(function (record) { painted.add(record.target.closest("figure")); });
+      records.forEach(function (record) {
+        const figure = record.target.isConnected && record.target.closest("figure");
+        if (figure) painted.add(figure);
+      });
       if (!frame) frame = requestAnimationFrame(function () {
         frame = 0;
         painted.forEach(function (figure) {
