@@ -1006,7 +1006,26 @@ setTimeout(function (ownScript) {
   floatingContents();
   phoneQuery.addEventListener("change", function () {
     figures.forEach(function (figure) { if (figure.attached) openFolds(figure.element); });
+    measureBars();
   });
+
+  // On a short screen a drawing is kept to the screen's height under its figure's bar
+  // (playbook.css --bar-height): each bar's height, folded, measured once the controls are
+  // in place and again whenever the window changes size (all read, then all written).
+  function measureBars() {
+    if (!phoneQuery.matches) return;
+    const shown = figures.filter((figure) => figure.attached && figure.element.getClientRects().length);
+    const heights = shown.map(function (figure) {
+      const bar = figure.element.querySelector('[data-role="controls"]');
+      const fold = bar && bar.querySelector('[data-role="more-controls"]');
+      return bar && !(fold && fold.open) ? bar.offsetHeight : null;
+    });
+    shown.forEach(function (figure, index) {
+      const value = heights[index] === null ? null : heights[index] + "px";
+      if (value && figure.element.style.getPropertyValue("--bar-height") !== value) figure.element.style.setProperty("--bar-height", value);
+    });
+  }
+  addEventListener("resize", function () { requestAnimationFrame(measureBars); });
 
   // On a phone the contents sit at the top of the article: a button at the screen's foot
   // opens them from anywhere, as a panel over the page (playbook.css .toc[data-floating]);
@@ -1245,4 +1264,5 @@ setTimeout(function (ownScript) {
   root.dataset.python = "loading";
   progress(1);
   watchVisible();
+  revealed.then(function () { requestAnimationFrame(measureBars); });  // every bar in place
 }, 0, document.currentScript);
