@@ -10,7 +10,7 @@ from figures import registry, svg
 from figures.contract import NARROW_DRAWING_PX, Button, Play
 from tests.browser.test_text_overlaps import extreme_states
 
-MIN_WIDTH = re.compile(r'^<svg [^>]*style="min-width:([0-9.]+)px"')
+MIN_WIDTH = re.compile(r'^<svg [^>]*style="min-width:([0-9.]+)px[;"]')
 FIGURES = sorted(registry().items())
 
 
