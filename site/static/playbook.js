@@ -78,7 +78,14 @@ setTimeout(function (ownScript) {
     return Object.assign({}, layout, {
       font: font, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
       xaxis: axis(layout.xaxis), yaxis: axis(layout.yaxis),
-    });
+    }, shortScreenHeight(container));
+  }
+
+  // On a short screen a chart is as tall as its container (playbook.css: the screen under
+  // its figure's bar), not the height its spec asks for.
+  function shortScreenHeight(container) {
+    const short = phoneQuery.matches && !narrowQuery.matches && container.clientHeight > 0;
+    return short ? { height: container.clientHeight } : {};
   }
 
   // The one themed entry point to plotly. spec: {data, layout}, an object or JSON text.
