@@ -1035,7 +1035,7 @@ setTimeout(function (ownScript) {
   addEventListener("resize", function () { requestAnimationFrame(measureBars); });
 
   // On a phone the contents sit at the top of the article: a button at the screen's foot
-  // opens them from anywhere, as a panel over the page (playbook.css .toc[data-floating]);
+  // opens them from anywhere else, as a panel over the page (playbook.css .toc[data-floating]);
   // a pick, the button again, the menu's own title or Escape closes it. The menu's place
   // keeps its height meanwhile, so the page under it never moves.
   function floatingContents() {
@@ -1062,7 +1062,10 @@ setTimeout(function (ownScript) {
     nav.addEventListener("keydown", function (event) {
       if (event.key === "Escape" && nav.hasAttribute("data-floating")) { close(); button.focus(); }
     });
-    button.hidden = false;
+    // while the menu's own place is on screen, the reader has it there: no second one
+    new IntersectionObserver(function (entries) {
+      button.hidden = entries[entries.length - 1].isIntersecting && !nav.hasAttribute("data-floating");
+    }).observe(nav);
   }
 
   // Anything that scrolls sideways (a drawing, a table, code, an equation) fades at each

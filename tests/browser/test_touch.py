@@ -239,7 +239,10 @@ def test_a_phone_on_its_side_gets_the_phones_bar_and_its_drawings_fit_as_far_as_
 
 def test_the_contents_open_from_anywhere_on_a_phone(finger):
     page = finger.page
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_function("() => document.querySelector('[data-role=toc-button]').hidden")  # the menu is right there
     page.evaluate("document.getElementById('fig-15').scrollIntoView()")
+    page.wait_for_function("() => !document.querySelector('[data-role=toc-button]').hidden")
     before = page.evaluate("document.getElementById('fig-15').getBoundingClientRect().top")
     page.click("[data-role=toc-button]")
     assert page.get_attribute("[data-role=toc-button]", "aria-expanded") == "true"
