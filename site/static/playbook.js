@@ -1084,7 +1084,10 @@ setTimeout(function (ownScript) {
     const sized = new ResizeObserver(function (entries) {
       entries.forEach(function (entry) { if (entry.target.clientWidth > 0) markEdges(entry.target); });
     });
-    const watch = (root) => root.querySelectorAll(SIDEWAYS).forEach((box) => sized.observe(box));
+    const watched = new WeakSet();
+    const watch = (root) => root.querySelectorAll(SIDEWAYS).forEach(function (box) {
+      if (!watched.has(box)) { watched.add(box); sized.observe(box); }
+    });
     watch(document);
     document.addEventListener("scroll", function (event) {
       if (event.target.matches && event.target.matches(SIDEWAYS)) markEdges(event.target);
