@@ -1094,10 +1094,14 @@ setTimeout(function (ownScript) {
     }, { capture: true, passive: true });
     const painted = new Set();
     let frame = 0;
+    // a drawing's root (its min-width, its viewBox) and whatever replaces a drawing or an
+    // HTML block: not the drawing's own parts (Figure 17 patches hundreds per move)
+    const ROOT_ATTRIBUTES = { attributes: true, attributeFilter: ["style", "viewBox"] };
     const repainted = new MutationObserver(function (records) {
       records.forEach(function (record) {
         const figure = record.target.isConnected && record.target.closest("figure");
         if (figure) painted.add(figure);
+        record.addedNodes.forEach(function (node) { if (node.tagName === "svg") repainted.observe(node, ROOT_ATTRIBUTES); });
       });
       if (!frame) frame = requestAnimationFrame(function () {
         frame = 0;
@@ -1109,8 +1113,9 @@ setTimeout(function (ownScript) {
       });
     });
     document.querySelectorAll('figure [data-role="view"], figure [data-role="html"]').forEach(function (node) {
-      repainted.observe(node, { childList: true, subtree: true, attributeFilter: ["style", "viewBox"] });
+      repainted.observe(node, { childList: true });
     });
+    document.querySelectorAll('figure [data-role="view"] > svg').forEach((drawing) => repainted.observe(drawing, ROOT_ATTRIBUTES));
   }
   watchScrollEdges();
 
