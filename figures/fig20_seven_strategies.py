@@ -39,7 +39,7 @@ CONTROLS = (
            default="all"),
     Select("devices", "Devices", options=((2, "2 devices"), (4, "4 devices")), default=4),
 )
-PRIMARY = ("phase",)  # on a phone: the frame; a tap on a panel enlarges it, Play and the rest fold away
+PRIMARY = ("playing", "phase")  # on a phone: Play (the caption says to press it) and the frame; a tap on a panel enlarges it
 
 PW, PH, GAP = 172, 204, 8  # one panel, in its own coordinates
 DEV_TOP, ROW_H, BUS_H = 42, 18, 25

@@ -272,7 +272,7 @@ def _table(candidates, shown, best, band):
     caption = (("All" if tied == len(candidates) else f"The first {tied}") + " are tied: their steps differ by "
                f"less than the \u00b1{fmt.two_significant(band.reach * 100)}% band, so the planner cannot rank "
                f"them; profile them" if tied > 1 else None)
-    return html.table(("#", "plan", "step", "MFU", "memory per GPU", "slower than best"), rows, caption=caption,
+    return html.table(("#", "plan", "step", "MFU", "memory per GPU", "slower than best"), rows, caption=caption, name_column=1,
                       label="The five fastest plans that fit",
                       row_classes=["chosen" if c.plan == shown.plan else None for c in candidates])
 

@@ -18,26 +18,36 @@ def _attributes(attributes):
     return "".join(parts)
 
 
-def table(headers, rows, *, caption=None, label=None, row_classes=None, numeric=(), **attributes):
+def table(headers, rows, *, caption=None, label=None, row_classes=None, numeric=(), name_column=0, **attributes):
     """A ``<table>``: ``headers`` a sequence of column titles, ``rows`` sequences of cells
     (any value; shown as text). ``row_classes`` optionally gives each row a class (for
     example ``"chosen"`` or ``"does-not-fit"``). The table scrolls sideways inside a
     region named by ``caption`` (shown) or ``label`` (read out only): one is required,
     and it must tell this table from every other on the page. ``numeric``: the indices of
-    columns of numbers, right-aligned with figures of one width."""
+    columns of numbers, right-aligned with figures of one width. ``name_column``: the
+    column that names each row (the plan, the axis), held in view while the rest scrolls.
+
+    The caption is shown above the scrolling frame, never inside it (a caption as wide as
+    the table was cut off on a phone); the table keeps it as its own, unseen, caption."""
     if not (caption or label):
         raise ValueError("a table needs a caption or a label naming it")
     row_classes = row_classes or [None] * len(rows)
-    num = lambda i: ' class="num"' if i in numeric else ""
-    head = "".join(f'<th scope="col"{num(i)}>{_text(h)}</th>' for i, h in enumerate(headers))
+
+    def cell_class(i):
+        names = " ".join(name for name, on in (("num", i in numeric), ("name", i == name_column)) if on)
+        return f' class="{names}"' if names else ""
+
+    head = "".join(f'<th scope="col"{cell_class(i)}>{_text(h)}</th>' for i, h in enumerate(headers))
     body = "".join(
-        f"<tr{_attributes({'class': cls})}>" + "".join(f"<td{num(i)}>{_text(cell)}</td>" for i, cell in enumerate(row))
+        f"<tr{_attributes({'class': cls})}>" + "".join(f"<td{cell_class(i)}>{_text(cell)}</td>" for i, cell in enumerate(row))
         + "</tr>" for row, cls in zip(rows, row_classes)
     )
-    title = f"<caption>{_text(caption)}</caption>" if caption else ""
+    shown = f'<p class="table-caption" aria-hidden="true">{_text(caption)}</p>' if caption else ""
+    title = f"<caption>{_text(caption)}</caption>" if caption else ""  # unseen: playbook.css
     # the wrapper scrolls sideways on a phone: keyboard users must be able to reach it
     region = _attributes({"class": "table-wrap", "tabindex": "0", "role": "region", "aria-label": caption or label})
-    return f'<div{region}><table{_attributes({"class": "figure-table", **attributes})}>{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    return (f'{shown}<div{region}><table{_attributes({"class": "figure-table", **attributes})}>{title}'
+            f'<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
 
 
 def items(entries, *, ordered=False, **attributes):

@@ -57,9 +57,11 @@ def document(width, height, body, *, label, class_=None, smallest_label=11):
     if class_ and "svg-compact" in class_.split():
         smallest_label = max(smallest_label, COMPACT_LABEL)
     min_width = decimal(float(width) * LABEL_PX_MIN / smallest_label)
+    # its width over its height: on a short screen the page keeps it within the screen's height (playbook.css)
+    aspect = f"{float(width) / float(height):.4g}" if height else "100"
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {decimal(float(width))} {decimal(float(height))}"'
-        f' role="{role}" style="min-width:{min_width}px"{_attrs({"aria-label": label, "class": class_})}>'
+        f' role="{role}" style="min-width:{min_width}px;--aspect:{aspect}"{_attrs({"aria-label": label, "class": class_})}>'
         f"<title>{_escape(label)}</title>{body}</svg>"
     )
 

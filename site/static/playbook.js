@@ -34,6 +34,9 @@ setTimeout(function (ownScript) {
   // lay themselves out for it (data-lays-out-narrow) are rendered narrow.
   const narrowQuery = matchMedia("(max-width: 40rem)");
   function layoutName() { return narrowQuery.matches ? "narrow" : "wide"; }
+  // The phone layout of the controls (a bar, the rest folded: playbook.css): a narrow
+  // screen, or a short one (a phone on its side), whose drawings stay wide.
+  const phoneQuery = matchMedia("(max-width: 40rem), (max-height: 32rem)");
 
   const config = { displayModeBar: false, responsive: true };
   const darkQuery = matchMedia("(prefers-color-scheme: dark)");
@@ -75,7 +78,14 @@ setTimeout(function (ownScript) {
     return Object.assign({}, layout, {
       font: font, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
       xaxis: axis(layout.xaxis), yaxis: axis(layout.yaxis),
-    });
+    }, shortScreenHeight(container));
+  }
+
+  // On a short screen a chart is as tall as its container (playbook.css: the screen under
+  // its figure's bar), not the height its spec asks for.
+  function shortScreenHeight(container) {
+    const short = phoneQuery.matches && !narrowQuery.matches && container.clientHeight > 0;
+    return short ? { height: container.clientHeight } : {};
   }
 
   // The one themed entry point to plotly. spec: {data, layout}, an object or JSON text.
@@ -358,8 +368,8 @@ setTimeout(function (ownScript) {
   // Back on a phone, the folds opened for the wide screen close again (not one the reader opened).
   function openFolds(element) {
     element.querySelectorAll('[data-role="more-controls"]').forEach(function (fold) {
-      if (!narrowQuery.matches && !fold.open) { fold.open = true; fold.dataset.openedForWide = ""; }
-      else if (narrowQuery.matches && fold.hasAttribute("data-opened-for-wide")) {
+      if (!phoneQuery.matches && !fold.open) { fold.open = true; fold.dataset.openedForWide = ""; }
+      else if (phoneQuery.matches && fold.hasAttribute("data-opened-for-wide")) {
         fold.open = false;
         fold.removeAttribute("data-opened-for-wide");
       }
@@ -1274,6 +1284,114 @@ setTimeout(function (ownScript) {
     links.forEach(function (link, chapter) { band.observe(chapter); });
   }
   markCurrentSection();
+  floatingContents();
+  phoneQuery.addEventListener("change", function () {
+    figures.forEach(function (figure) { if (figure.attached) openFolds(figure.element); });
+    measureBars();
+  });
+
+  // On a short screen a drawing is kept to the screen's height under its figure's bar
+  // (playbook.css --bar-height): each bar's height, folded, measured once the controls are
+  // in place and again whenever the window changes size (all read, then all written).
+  function measureBars() {
+    if (!phoneQuery.matches) return;
+    const shown = figures.filter((figure) => figure.attached && figure.element.getClientRects().length);
+    const heights = shown.map(function (figure) {
+      const bar = figure.element.querySelector('[data-role="controls"]');
+      const fold = bar && bar.querySelector('[data-role="more-controls"]');
+      return bar && !(fold && fold.open) ? bar.offsetHeight : null;
+    });
+    shown.forEach(function (figure, index) {
+      const value = heights[index] === null ? null : heights[index] + "px";
+      if (value && figure.element.style.getPropertyValue("--bar-height") !== value) figure.element.style.setProperty("--bar-height", value);
+    });
+  }
+  addEventListener("resize", function () { requestAnimationFrame(measureBars); });
+
+  // On a phone the contents sit at the top of the article: a button at the screen's foot
+  // opens them from anywhere else, as a panel over the page (playbook.css .toc[data-floating]);
+  // a pick, the button again, the menu's own title or Escape closes it. The menu's place
+  // keeps its height meanwhile, so the page under it never moves.
+  function floatingContents() {
+    const button = document.querySelector('[data-role="toc-button"]');
+    if (!toc || !button) return;
+    const nav = toc.parentElement;
+    function close() {
+      delete nav.dataset.floating;
+      nav.style.minHeight = "";
+      button.setAttribute("aria-expanded", "false");
+      if (toc.open) toc.open = false;
+    }
+    button.addEventListener("click", function () {
+      if (nav.hasAttribute("data-floating")) return close();
+      nav.style.minHeight = nav.offsetHeight + "px";
+      nav.dataset.floating = "";
+      toc.open = true;
+      button.setAttribute("aria-expanded", "true");
+      const marked = toc.querySelector("a[aria-current]") || toc.querySelector("a");
+      marked.scrollIntoView({ block: "center" });
+      marked.focus({ preventScroll: true });
+    });
+    toc.addEventListener("toggle", function () { if (!toc.open && nav.hasAttribute("data-floating")) close(); });
+    nav.addEventListener("keydown", function (event) {
+      if (event.key === "Escape" && nav.hasAttribute("data-floating")) { close(); button.focus(); }
+    });
+    // while the menu's own place is on screen, the reader has it there: no second one
+    new IntersectionObserver(function (entries) {
+      button.hidden = entries[entries.length - 1].isIntersecting && !nav.hasAttribute("data-floating");
+    }).observe(nav);
+  }
+
+  // Anything that scrolls sideways (a drawing, a table, code, an equation) fades at each
+  // edge with more beyond it (playbook.css [data-more]): marked as it scrolls, as it
+  // changes size, and when a figure paints new content into it.
+  const SIDEWAYS = '.table-wrap, .code-block pre, math[display="block"], figure [data-role="view"]';
+  function markEdges(box) {
+    const more = box.scrollWidth - box.clientWidth;
+    const left = box.scrollLeft > 1, right = more > 1 && box.scrollLeft < more - 1;
+    const edges = left && right ? "both" : left ? "left" : right ? "right" : "";
+    if ((box.dataset.more || "") === edges) return;
+    if (edges) box.dataset.more = edges;
+    else delete box.dataset.more;
+  }
+  function watchScrollEdges() {
+    const sized = new ResizeObserver(function (entries) {
+      entries.forEach(function (entry) { if (entry.target.clientWidth > 0) markEdges(entry.target); });
+    });
+    const watched = new WeakSet();
+    const watch = (root) => root.querySelectorAll(SIDEWAYS).forEach(function (box) {
+      if (!watched.has(box)) { watched.add(box); sized.observe(box); }
+    });
+    watch(document);
+    document.addEventListener("scroll", function (event) {
+      if (event.target.matches && event.target.matches(SIDEWAYS)) markEdges(event.target);
+    }, { capture: true, passive: true });
+    const painted = new Set();
+    let frame = 0;
+    // a drawing's root (its min-width, its viewBox) and whatever replaces a drawing or an
+    // HTML block: not the drawing's own parts (Figure 17 patches hundreds per move)
+    const ROOT_ATTRIBUTES = { attributes: true, attributeFilter: ["style", "viewBox"] };
+    const repainted = new MutationObserver(function (records) {
+      records.forEach(function (record) {
+        const figure = record.target.isConnected && record.target.closest("figure");
+        if (figure) painted.add(figure);
+        record.addedNodes.forEach(function (node) { if (node.tagName === "svg") repainted.observe(node, ROOT_ATTRIBUTES); });
+      });
+      if (!frame) frame = requestAnimationFrame(function () {
+        frame = 0;
+        painted.forEach(function (figure) {
+          watch(figure);
+          figure.querySelectorAll(SIDEWAYS).forEach(function (box) { if (box.clientWidth > 0) markEdges(box); });
+        });
+        painted.clear();
+      });
+    });
+    document.querySelectorAll('figure [data-role="view"], figure [data-role="html"]').forEach(function (node) {
+      repainted.observe(node, { childList: true });
+    });
+    document.querySelectorAll('figure [data-role="view"] > svg').forEach((drawing) => repainted.observe(drawing, ROOT_ATTRIBUTES));
+  }
+  watchScrollEdges();
 
   // A drawing (or a long equation) wider than its column scrolls sideways: say so, and
   // let the keyboard reach it, while it does.
@@ -1453,4 +1571,5 @@ setTimeout(function (ownScript) {
   root.dataset.python = "loading";
   progress(1);
   watchVisible();
+  revealed.then(function () { requestAnimationFrame(measureBars); });  // every bar in place
 }, 0, document.currentScript);
