@@ -390,7 +390,7 @@ def test_the_page_says_what_its_ranges_covered_with_the_models_number():
     for name in validation.regimes():
         c = validation.coverage(name)
         if c.runs:
-            assert f"<td>{name}</td><td class=\"num\">{c.sources}</td><td class=\"num\">{c.inside} of {c.runs}</td>" \
+            assert f"<td class=\"name\">{name}</td><td class=\"num\">{c.sources}</td><td class=\"num\">{c.inside} of {c.runs}</td>" \
                 in panel, name
 
 
