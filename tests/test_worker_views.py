@@ -312,22 +312,29 @@ def test_once_the_reader_leaves_a_figure_alone_the_one_in_view_with_fewest_state
     the figure last touched kept the worker until its last state ahead was rendered."""
     monkeypatch.setattr(worker_module, "QUIET_OTHERS_S", 0.3)
     monkeypatch.setattr(fig21_planner_lab, "_searches", OrderedDict())  # nothing searched yet
-    posted = []
-    worker = Worker(posted.append)
     lab = registry()[21]
+    # (views posted for Figure 22 so far, whether the lab still had states to go) at each of
+    # Figure 22's views: read as they are posted, so a fast machine that finishes the lab's
+    # searches soon after cannot hide the order
     seen = []
+
+    def post(message):
+        posted.append(message)
+        if isinstance(message, str) and '"type":"view","number":22,' in message:
+            seen.append((views_posted_for(posted, 22), worker.sessions[21].has_upcoming))
+
+    posted = []
+    worker = Worker(post)
 
     async def run():
         task = asyncio.ensure_future(worker.render_ahead())
         worker.update(21, "{}", "{}", json.dumps(lab.default_state()))
         worker.watch("[21, 22]")
         await asyncio.sleep(1.2)
-        seen.append((views_posted_for(posted, 22), worker.sessions[21].has_upcoming))
         task.cancel()
 
     run_in_own_thread(run())
-    [(next_views, lab_still_busy)] = seen
-    assert lab_still_busy and next_views >= 3, seen
+    assert [busy for count, busy in seen if count <= 3] == [True] * 3, seen[:5]
 
 
 def test_a_figure_scrolled_off_screen_keeps_no_other_waiting(monkeypatch):
