@@ -223,6 +223,7 @@ def _trade(state, top, layout):
                            fill="none", class_="svg-axis"))
     r = runs[chosen]
     hbm_y = memory_base - rise(gpu.hbm_bytes)
+    obstacles.append((left, hbm_y - 1, width, 2))  # the chosen bar's value stays off the HBM line
     over = r.memory.total_bytes > gpu.hbm_bytes
     labels[2:2] = [  # after the two titles: the chosen bars' values, then the HBM line's name
         svg.Label(x, memory_base - max(rise(r.memory.total_bytes), 1.0) - 5, fmt.gigabytes(r.memory.total_bytes)
