@@ -21,8 +21,10 @@ def shown(request, browser, base_url):
     session = PageSession(browser, base_url, viewport=WIDTHS[request.param])
     page = session.open("/")
     show_every_figure(page)
-    # the phone's controls bar would follow each slice of a tall figure down (test_phone.py tests it)
-    page.add_style_tag(content=".figure .controls { position: static !important; }")
+    # the phone's controls bar would follow each slice of a tall figure down (test_phone.py tests
+    # it), and the contents button would be shot into every slice (test_touch.py tests it)
+    page.add_style_tag(content=".figure .controls { position: static !important; } "
+                               ".toc-button { visibility: hidden !important; }")
     yield request.param, page
     session.close()
 
