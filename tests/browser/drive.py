@@ -120,10 +120,15 @@ def move_and_check(page, figure, state, key, value):
     return readouts(page, figure.anchor)
 
 
-def other_value(control, current):
-    """A valid value for ``control`` different from ``current``: its far end or next option."""
+def other_value(control, current, figure=None, state=None):
+    """A valid value for ``control`` different from ``current``: its far end (as far as the
+    figure's ``limits`` let a reader move it in ``state``) or next option."""
     if isinstance(control, (Slider, Number)):
-        return control.max if current != control.max else control.min
+        top = control.max
+        if isinstance(control, Slider) and figure is not None and figure.limits is not None:
+            highest = figure.limits(figure.validate_state(state)).get(control.key)
+            top = control.highest_at_most(highest) if highest is not None else top
+        return top if current != top else control.min
     if isinstance(control, Select):
         values = control.values
         return values[(values.index(current) + 1) % len(values)]

@@ -21,7 +21,7 @@ def test_every_control_moves_the_figure_to_the_models_numbers(session, number):
     _scroll_to(page, figure)
     state = read_state(page, figure)
     for control in figure.stateful_controls:
-        move_and_check(page, figure, state, control.key, other_value(control, state[control.key]))
+        move_and_check(page, figure, state, control.key, other_value(control, state[control.key], figure, state))
     for control in figure.stateful_controls:  # and back, so later tests start from the defaults
         move_and_check(page, figure, state, control.key, figure.default_state()[control.key])
 

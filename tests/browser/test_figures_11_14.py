@@ -22,7 +22,7 @@ def state_of(page, number):
 def test_every_control_redraws_with_the_models_numbers(session, number):
     figure, state = state_of(session.page, number)
     for control in figure.stateful_controls:
-        move_and_check(session.page, figure, state, control.key, other_value(control, state[control.key]))
+        move_and_check(session.page, figure, state, control.key, other_value(control, state[control.key], figure, state))
         move_and_check(session.page, figure, state, control.key, figure.default_state()[control.key])
 
 

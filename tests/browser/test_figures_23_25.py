@@ -18,7 +18,7 @@ def test_every_control_moves_the_drawing_to_the_models_numbers(session, figure):
     page = session.page
     state = figure.validate_state(readouts_state(page, figure))
     for control in figure.stateful_controls:
-        move_and_check(page, figure, state, control.key, other_value(control, state[control.key]))
+        move_and_check(page, figure, state, control.key, other_value(control, state[control.key], figure, state))
 
 
 def test_figure_23_dragging_n_past_the_critical_batch(session):

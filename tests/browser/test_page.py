@@ -42,7 +42,7 @@ def test_every_control_of_every_figure_redraws_with_model_numbers(session, numbe
             play_and_pause(page, figure, control)
             state = figure.validate_state(readouts_state(page, figure))
             continue
-        move_and_check(page, figure, state, control.key, other_value(control, state[control.key]))
+        move_and_check(page, figure, state, control.key, other_value(control, state[control.key], figure, state))
     page.mouse.move(0, 0)  # a pointer left over a chart would keep it from rehearsing (test below)
 
 

@@ -67,7 +67,7 @@ FADED_TEXT_CONTRAST = """() => {
       const style = getComputedStyle(node), fill = rgb(style.fill);
       let alpha = parseFloat(style.fillOpacity) * parseFloat(style.opacity) * (fill.length > 3 ? fill[3] : 1);
       for (let n = node.parentElement; n && n.tagName !== 'svg'; n = n.parentElement) alpha *= parseFloat(getComputedStyle(n).opacity);
-      if (alpha >= 1) continue;
+      if (alpha >= 1 && !node.closest('.svg-dim, .svg-muted, .svg-label-soft')) continue;  // dimmed: faded, muted or soft
       const seen = [0, 1, 2].map(i => fill[i] * alpha + ground[i] * (1 - alpha));
       const [light, dark] = [luminance(seen), luminance(ground)].sort((a, b) => b - a);
       found.push([figure.id, node.textContent.trim().slice(0, 40), (light + 0.05) / (dark + 0.05)]);
