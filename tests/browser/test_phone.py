@@ -57,13 +57,18 @@ BAR_AND_CONTROL = """(anchor) => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def phone(browser, base_url):
+def open_phone(browser, base_url):
+    """A touch phone at 390 px, every figure shown; closed when the generator ends."""
     session = PageSession(browser, base_url, viewport=PHONE, is_mobile=True, has_touch=True)
     page = session.open("/")
     show_every_figure(page)
     yield session
     session.close()
+
+
+@pytest.fixture(scope="module")
+def phone(browser, base_url):
+    yield from open_phone(browser, base_url)
 
 
 def _settled(page):

@@ -10,9 +10,8 @@ import pytest
 from figures import registry
 from figures.contract import Slider
 
-from tests.browser.harness import PageSession
-from tests.browser.test_phone import BAR_AND_CONTROL, KEY_BOX
-from tests.browser.test_reader import run_axe, show_every_figure
+from tests.browser.test_phone import BAR_AND_CONTROL, KEY_BOX, open_phone
+from tests.browser.test_reader import run_axe
 
 pytestmark = pytest.mark.browser
 
@@ -89,11 +88,8 @@ BAR_AND_DRAWING = """() => [...document.querySelectorAll('figure[data-figure]')]
 
 @pytest.fixture(scope="module")
 def finger(browser, base_url):
-    session = PageSession(browser, base_url, viewport=PHONE, is_mobile=True, has_touch=True)
-    page = session.open("/")
-    show_every_figure(page)
-    yield session
-    session.close()
+    """A touch phone at 390 px with every figure shown (test_phone.py's, a load of its own)."""
+    yield from open_phone(browser, base_url)
 
 
 def _resize(page, size):
