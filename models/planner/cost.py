@@ -47,6 +47,13 @@ NCCL_BASE_LATENCY_S = 14.0e-6
 # 175B rows of Table 2 and checked on the 530B rows (docs/MODELS.md, "Frameworks").
 DEEPSPEED_ZERO3_NICS = 1.0
 DEEPSPEED_ZERO3_OVERLAP = 0.8
+# DeepSpeed's pipeline engine in bf16 runs BF16_Optimizer ("PP+BF16 only work for ZeRO
+# Stage 1"; it shards the Adam step itself, BLOOM's ZERO_STAGE=0): after every microbatch's
+# backward it adds each bf16 gradient into an fp32 copy, hp_grad.add_(lp.grad.to(fp32)): the
+# cast reads 2 bytes and writes 4, the add reads 4 + 4 and writes 4, per parameter
+# (deepspeed/runtime/bf16_optimizer.py update_hp_grads, called from pipe/engine.py
+# _exec_backward_pass; DeepSpeed 56c5223, "bf16+pipeline parallelism", 2022).
+BF16_OPTIMIZER_ACCUMULATE_BYTES = 2 + 4 + 4 + 4 + 4
 # Megatron-LM's gradient buckets: max(4e7, 1e6 x dp) parameters, "larger DP sizes need larger
 # buckets to ensure collectives do not become latency-bound" (megatron/core/distributed/
 # distributed_data_parallel_config.py); DeepSpeed reduces in buckets of 5e8 elements
@@ -765,24 +772,38 @@ def _tail(ctx, terms, rank, zero):
     ZeRO-3 gathers the weights for every microbatch's forward and backward too. A
     collective hides behind its window as ``models.overlap.hidden_comm`` says, exposed =
     max(0, comm - window), and what hides still slows the compute under it (``_behind``);
-    DeepSpeed's ZeRO-3 hides only DEEPSPEED_ZERO3_OVERLAP of what fits in its window."""
+    DeepSpeed's ZeRO-3 hides only DEEPSPEED_ZERO3_OVERLAP of what fits in its window.
+
+    DeepSpeed's pipeline engine at ZeRO-0/1 (BF16_Optimizer) accumulates every microbatch's
+    gradients into fp32 (BF16_OPTIMIZER_ACCUMULATE_BYTES through HBM, counted with the
+    optimizer), then, after the last backward, AllReduces the whole fp32 gradient buffer and
+    AllGathers the updated bf16 weights with nothing to hide behind (pipe/schedule.py issues
+    ReduceGrads and OptimizerStep after the last BackwardPass; pipe/engine.py
+    _bf16_reduce_grads all-reduces get_grads_for_reduction(), the fp32 buffer;
+    bf16_optimizer.py step, all_gather_dp_groups; DeepSpeed 56c5223)."""
     _, parts, params, expert_params = rank[:4]
     layers = rank[8]
     m = terms.microbatches
     forward = parts[6]
     backward = parts[0] - parts[6] + parts[1]
     deepspeed = terms.framework == "deepspeed"
+    bf16_optimizer = deepspeed and zero <= 1 and terms.schedule[1] > 1
     behind = ctx.behind
-    exposed = updated = 0.0
+    exposed = updated = accumulated = 0.0
     for local, group, lines in ((params, terms.dense_group, terms.dense_lines),
                                 (expert_params, terms.expert_group, terms.expert_lines)):
         if local <= 0:
             continue
         updated += local / group[1] if zero else local
+        if bf16_optimizer:
+            accumulated += m * BF16_OPTIMIZER_ACCUMULATE_BYTES * local
         if group[1] == 1:
             continue
         grads, weights = terms.grad_reduce_bytes * local, PARAM_BYTES * local
         reduces, gathers = _calls(terms, local, layers, zero), _calls(terms, local, layers, zero, gather=True)
+        if bf16_optimizer:
+            exposed += reduces * lines[0][0] + lines[0][1] * grads + gathers * lines[2][0] + lines[2][1] * weights
+            continue
         # HSDP: each ReduceScatter is followed by an AllReduce of its 1/shard result across
         # the replicas, in the same window.
         replicas = (reduces * terms.replica_line[0] + terms.replica_line[1] * grads / group[1]
@@ -814,7 +835,7 @@ def _tail(ctx, terms, rank, zero):
         else:
             exposed += behind(scatter, backward)
         exposed += behind(gathers * lines[2][0] + lines[2][1] * weights, forward)
-    return exposed, ADAM_STEP_BYTES * updated / ctx.hbm_rate
+    return exposed, (ADAM_STEP_BYTES * updated + accumulated) / ctx.hbm_rate
 
 
 def _stage_memory(terms, zero):

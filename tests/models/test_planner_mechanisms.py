@@ -179,6 +179,38 @@ def test_fsdp_in_a_pipeline_reduces_gradients_asynchronously_behind_the_whole_mi
     assert estimate.memory_breakdown["grads"] < 1e9 and estimate.fits
 
 
+def test_deepspeeds_pipeline_in_bf16_accumulates_fp32_gradients_and_reduces_them_after_the_last_backward():
+    """DeepSpeed's pipeline engine in bf16 runs BF16_Optimizer (BLOOM: ZeRO stage 0 in its
+    config, "its own ZeRO Stage 1"): after every microbatch's backward each bf16 gradient is
+    added into an fp32 copy (a cast, 2 + 4 bytes, and an add, 4 + 4 + 4, a parameter through
+    HBM), and after the last backward the fp32 buffer is AllReduced and the updated bf16 weights
+    AllGathered, nothing left to hide behind (DeepSpeed 56c5223: pipe/schedule.py,
+    pipe/engine.py _bf16_reduce_grads, bf16_optimizer.py)."""
+    case = {c.case.case_id: c for c in planner.validate()}["bloom176b_384a100_gbs2048"].case
+    p = case.plan
+    assert (p.framework, p.zero, p.pp > 1) == ("deepspeed", 1, True)
+    ctx = cost._Context(case.model, case.cluster)
+    terms = cost._terms(ctx, p.tp, p.pp, p.dp, p.cp, p.ep, p.microbatch, p.virtual_stages, p.recompute,
+                        p.sequence_parallel, p.schedule, p.flash_attention, p.global_batch, p.framework)
+    rank = terms.ranks[1]
+    local, m = rank[2], terms.microbatches
+    assert cost.BF16_OPTIMIZER_ACCUMULATE_BYTES == 18
+    exposed, optimizer = cost._tail(ctx, terms, rank, 1)
+    adam = planner.model.ADAM_STEP_BYTES * local / p.dp
+    assert optimizer * ctx.hbm_rate == pytest.approx(adam + m * 18 * local)
+    (ar_latency, ar_per_byte), _, (ag_latency, ag_per_byte) = terms.dense_lines[:3]
+    reduce = cost._calls(terms, local, rank[8], 1) * ar_latency + ar_per_byte * planner.model.GRAD_BYTES * local
+    gather = cost._calls(terms, local, rank[8], 1, gather=True) * ag_latency + ag_per_byte * planner.model.PARAM_BYTES * local
+    assert exposed == pytest.approx(reduce + gather)
+    terms.framework = "megatron"  # its ZeRO-1 ReduceScatters behind the last backward, no fp32 copy to add into
+    hidden, megatron_optimizer = cost._tail(ctx, terms, rank, 1)
+    assert hidden < exposed / 2 and megatron_optimizer * ctx.hbm_rate == pytest.approx(adam)
+    alone = cost._terms(ctx, p.tp, 1, 96, p.cp, p.ep, p.microbatch, 1, p.recompute, p.sequence_parallel, p.schedule,
+                        p.flash_attention, 1920, p.framework)  # no pipeline: DeepSpeed's ZeRO optimizer, no fp32 copy
+    _, optimizer = cost._tail(ctx, alone, alone.ranks[0], 1)
+    assert optimizer * ctx.hbm_rate == pytest.approx(planner.model.ADAM_STEP_BYTES * alone.ranks[0][2] / 96)
+
+
 def _slow_network_fsdp(**plan):
     """Llama 3 8B under FSDP ZeRO-3 on 96 H100s whose network is so slow that the data-parallel
     traffic dwarfs the compute it could hide behind: exposed time = traffic, less a window."""
