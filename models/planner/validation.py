@@ -179,9 +179,11 @@ class Band:
 # a source as the unit left out), so it is measured the way the band is used: on runs from a
 # source it never saw.
 
-# The share of leave-one-source-out residuals the band's multiple covers: the share of runs
-# from other stacks the page promises will land inside (issue 41), not a fitted number.
-COVERAGE_LEVEL = 0.80
+# The share of leave-one-source-out residuals the band's multiple covers. Issue 41 asks for
+# 80% in every regime with two or more sources, and a quantile at exactly 80% gives that only
+# on average over regimes: five points of margin (on the 65 checking runs, 0.80 left
+# H100 PyTorch FSDP at 11 of 14 and 0.90 took the median half-width to 19.6%, against 20%).
+COVERAGE_LEVEL = 0.85
 # Prior weight, in degrees of freedom, of the variances pooled over every regime.
 PRIOR_DOF = 1
 
