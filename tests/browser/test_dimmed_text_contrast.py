@@ -18,7 +18,7 @@ CONTRASTS = """(anchors) => {
     const lin = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
     return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
   };
-  const opaque = (text) => { const v = text.match(/[\d.]+/g) || []; return v.length === 3 || (v.length === 4 && +v[3] > 0); };
+  const opaque = (text) => { const v = text.match(/[\\d.]+/g) || []; return v.length === 3 || (v.length === 4 && +v[3] > 0); };
   const behind = [document.body, document.documentElement].map((n) => getComputedStyle(n).backgroundColor).find(opaque);
   const page = rgb(behind);
   const found = [];
