@@ -114,8 +114,12 @@ def test_a_newer_build_is_offered_once_whole_and_an_older_one_never_comes_back(b
         note = page.locator('[data-role="update-note"]')
         note.wait_for(state="visible", timeout=60_000)
         page.wait_for_function(f"() => {CACHE_KEYS}.then(k => k.length === 1 && k[0] !== {first!r})", timeout=30_000)
-        note.locator("button").click()
-        page.wait_for_function("() => document.querySelector('footer').textContent.includes('second build')")
+        # The click reloads the page: wait for that load, then for its footer (a check
+        # that runs while the new document is still being parsed finds no footer yet).
+        with page.expect_navigation():
+            note.locator("button").click()
+        page.wait_for_function(
+            "() => { const f = document.querySelector('footer'); return f !== null && f.textContent.includes('second build'); }")
         assert page.locator('[data-role="update-note"]').is_hidden()
 
         # Offline half a second after the newer build was shown: it stays the newer one,
