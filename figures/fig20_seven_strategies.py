@@ -42,43 +42,61 @@ CONTROLS = (
 PRIMARY = ("playing", "phase")  # on a phone: Play (the caption says to press it) and the frame; a tap on a panel enlarges it
 
 PW, PH, GAP = 172, 204, 8  # one panel, in its own coordinates
-DEV_TOP, ROW_H, BUS_H = 42, 18, 25
+
+
+class _Metrics:
+    """Where a panel's parts sit, in its own coordinates: ``pw`` x ``ph``, its name on one
+    line over the share each device holds (``compact``: the share at the name's right end),
+    the devices from ``dev_top`` in rows ``row_h`` a layer, then ``bus_h`` a collective."""
+
+    def __init__(self, pw, ph, dev_top, row_h, bus_h, compact):
+        self.pw, self.ph, self.dev_top, self.row_h, self.bus_h, self.compact = pw, ph, dev_top, row_h, bus_h, compact
+
+
+FULL = _Metrics(PW, PH, 42, 18, 25, compact=False)
+# a phone's panel, two a row: the share beside the name, slimmer layer rows and collectives, so
+# that all seven fit under the figure's bar on a 390 x 844 screen (tests/test_figures_18_20.py)
+COMPACT = _Metrics(156, 141, 24, 11, 21, compact=True)
 WIDTH = 4 * PW + 3 * GAP + 2 * 8
 _ADAM = memory.OPTIMIZERS["adam_mixed"]  # the toy's 16 bytes a parameter (tour.STATE_BYTES_PER_PARAM)
 LEDGER = tuple((part, part_bytes / tour.STATE_BYTES_PER_PARAM) for part, part_bytes in (
     ("params", _ADAM.param_bytes), ("grads", _ADAM.grad_bytes), ("optimizer", _ADAM.optimizer_bytes)))
 
 
-def _panel(pf, pw=PW):
-    """One strategy's panel, ``pw`` wide (``PH`` tall), in its own coordinates."""
-    n = pf.devices
+def _panel(pf, at=FULL):
+    """One strategy's panel laid out ``at`` (its ``_Metrics``), in its own coordinates."""
+    n, pw, row_h, dev_top = pf.devices, at.pw, at.row_h, at.dev_top
     width = (pw - 16 - (n - 1) * 6) / n
     left = [8 + d * (width + 6) for d in range(n)]
     frame = pf.frame
-    parts = [svg.boxes(((0, 0, pw, PH),), class_="svg-lane"),
-             svg.text(8, 16, NAMES[pf.strategy], class_="svg-label"),
-             svg.text(8, 31, f"each device holds {fmt.percent(pf.held_fraction, 0)}", class_="svg-label-soft")]
-    bottom = DEV_TOP + tour.TOY.layers * ROW_H + 4
+    share = fmt.percent(pf.held_fraction, 0)
+    parts = [svg.boxes(((0, 0, pw, at.ph),), class_="svg-lane"),
+             svg.text(6 if at.compact else 8, 15 if at.compact else 16, NAMES[pf.strategy], class_="svg-label")]
+    if at.compact:
+        parts.append(svg.text(pw - 6, 15, share, class_="svg-label-soft", text_anchor="end"))
+    else:
+        parts.append(svg.text(8, 31, f"each device holds {share}", class_="svg-label-soft"))
+    bottom = dev_top + tour.TOY.layers * row_h + 4
     busy = [d for d in range(n) if pf.computing[d]]
     idle = [d for d in range(n) if not pf.computing[d]]
     if pf.strategy == "hsdp" and n > tour.HSDP_GROUP:  # the shard groups, each a replica of the others
-        parts.append(svg.boxes([(left[s] - 3, DEV_TOP - 7, tour.HSDP_GROUP * width + 6 * tour.HSDP_GROUP, bottom - DEV_TOP + 10)
+        parts.append(svg.boxes([(left[s] - 3, dev_top - 7, tour.HSDP_GROUP * width + 6 * tour.HSDP_GROUP, bottom - dev_top + 10)
                                 for s in range(0, n, tour.HSDP_GROUP)], class_="svg-group"))
     for devices, dim in ((busy, ""), (idle, " svg-dim")):
-        parts.append(svg.boxes([(left[d], DEV_TOP - 4, width, bottom - DEV_TOP + 4) for d in devices], class_="svg-lane" + dim))
-        held = [(left[d] + 3, DEV_TOP + j * ROW_H, (width - 6) * pf.holdings[d][j], ROW_H - 5)
+        parts.append(svg.boxes([(left[d], dev_top - 4, width, bottom - dev_top + 4) for d in devices], class_="svg-lane" + dim))
+        held = [(left[d] + 3, dev_top + j * row_h, (width - 6) * pf.holdings[d][j], row_h - (4 if at.compact else 5))
                 for d in devices for j in range(tour.TOY.layers) if pf.holdings[d][j] > 0]
         parts += _ledger_bars(held, dim)
     rows = range(tour.TOY.layers) if frame.layer is None else (frame.layer,)
-    active = [(left[d] + 1.5, DEV_TOP + j * ROW_H - 1.5, width - 3, ROW_H - 2) for d in busy for j in rows
+    active = [(left[d] + 1.5, dev_top + j * row_h - 1.5, width - 3, row_h - 2) for d in busy for j in rows
               if pf.holdings[d][j] > 0]
     kind = "optimizer_step" if frame.layer is None else frame.phase
     parts.append(svg.boxes(active, class_=f"svg-active stroke-{kind}"))
     centre = [x + width / 2 for x in left]
     wires, labels = [], []
     for k, transfer in enumerate(pf.transfers):
-        y = bottom + 12 + k * BUS_H
-        reach = 12 if k == 0 else 5  # the first comb's teeth reach up to the devices
+        y = bottom + (10 if at.compact else 12) + k * at.bus_h
+        reach = (10 if at.compact else 12) if k == 0 else 5  # the first comb's teeth reach up to the devices
         if pf.strategy == "pp":  # one activation (or its gradient) to the neighbouring stage: an arrow
             src, dst = transfer.groups[0]
             step = 1 if dst > src else -1
@@ -89,9 +107,9 @@ def _panel(pf, pw=PW):
                 ly = y + 4 * (g if members[-1] - members[0] >= len(members) else 0)  # interleaved groups: offset
                 wires.append((centre[members[0]], ly, centre[members[-1]], ly))
                 wires += [(centre[d], ly - reach, centre[d], ly) for d in members]
-        labels.append((8, y + 15, f"{_op_name(transfer)} {fmt.data_size(transfer.wire_bytes)}"))
+        labels.append((6 if at.compact else 8, y + (13 if at.compact else 15), f"{_op_name(transfer)} {fmt.data_size(transfer.wire_bytes)}"))
     if not pf.transfers:
-        labels.append((8, bottom + 27, "nothing on the wire"))
+        labels.append((6 if at.compact else 8, bottom + (23 if at.compact else 27), "nothing on the wire"))
     parts.append(svg.segments(wires, class_="svg-wire stroke-comm"))
     parts.append(svg.texts(labels, class_="svg-label-soft"))
     return parts
@@ -128,18 +146,21 @@ LEGEND = (("ledger", "state held: weights,"), ("", "gradients, optimizer"),
           ("svg-lane svg-dim", "idle device"))
 
 
-def _legend(x, y, items=LEGEND, row=20):
-    """The swatches and what they mean, one a row from ``y``."""
+def _legend(x, y, items=LEGEND, row=20, swatch=32):
+    """The swatches (``swatch`` wide) and what they mean, one a row from ``y``."""
     parts = []
+    text_x = x + 8 + swatch + 6
     for i, (css, text) in enumerate(items):
         ry = y + i * row
         if css == "ledger":
-            parts += _ledger_bars(((x + 8, ry, 32, 12),))
+            parts += _ledger_bars(((x + 8, ry, swatch, 12),))
+        elif css == "share":
+            parts.append(svg.text(x + 8 + swatch, ry + 10, "%", class_="svg-label-soft", text_anchor="end"))
         elif "wire" in css:
-            parts.append(svg.segments(((x + 8, ry + 6, x + 40, ry + 6),), class_=css))
+            parts.append(svg.segments(((x + 8, ry + 6, x + 8 + swatch, ry + 6),), class_=css))
         elif css:
-            parts.append(svg.boxes(((x + 8, ry, 32, 12),), class_=css))
-        parts.append(svg.text(x + 46, ry + 10, text, class_="svg-label-soft"))
+            parts.append(svg.boxes(((x + 8, ry, swatch, 12),), class_=css))
+        parts.append(svg.text(text_x, ry + 10, text, class_="svg-label-soft"))
     return parts
 
 
@@ -159,22 +180,27 @@ def _detail(pf):
 
 
 class _Layout:
-    """How the panels are set out: ``columns`` of panels ``pw`` wide, ``gap`` apart from a
-    ``margin``, in a drawing ``width`` wide; the focused panel drawn at ``zoom``."""
+    """How the panels are set out: ``columns`` of panels laid out ``at`` (``_Metrics``),
+    ``gap`` apart from a ``margin``, in a drawing ``width`` wide; the focused panel drawn at
+    ``zoom``."""
 
-    def __init__(self, width, columns, pw, gap, margin, zoom, narrow):
-        self.width, self.columns, self.pw, self.gap, self.margin = width, columns, pw, gap, margin
+    def __init__(self, width, columns, at, gap, margin, zoom, narrow):
+        self.width, self.columns, self.at, self.gap, self.margin = width, columns, at, gap, margin
         self.zoom, self.narrow = zoom, narrow
 
     def origin(self, i):
-        return self.margin + (i % self.columns) * (self.pw + self.gap), (i // self.columns) * (PH + self.gap)
+        return self.margin + (i % self.columns) * (self.at.pw + self.gap), (i // self.columns) * (self.at.ph + self.gap)
 
 
-WIDE = _Layout(WIDTH, 4, PW, GAP, 8, 2, narrow=False)  # four panels a row, the legend in the eighth place
-# a phone: two panels a row in 320 units, the frame in the eighth place and the legend under them; the
-# focused panel as wide as the drawing, its sentences under it
-NARROW = _Layout(320, 2, 156, 6, 1, (320 - 16) / PW, narrow=True)
-NARROW_LEGEND = (("ledger", "state held: weights, gradients, optimizer"),) + LEGEND[2:]
+WIDE = _Layout(WIDTH, 4, FULL, GAP, 8, 2, narrow=False)  # four panels a row, the legend in the eighth place
+# a phone: two compact panels a row in 320 units, the legend in the eighth place (the frame is
+# the bar's, over the drawing); the focused panel as wide as the drawing, its sentences under it
+NARROW = _Layout(320, 2, COMPACT, 4, 2, (320 - 16) / COMPACT.pw, narrow=True)
+# the phone's legend, in a panel's room: the share beside each name, then the swatches
+NARROW_LEGEND = (("share", "each device's share"), ("ledger", "state held: weights,"), ("", "gradients, optimizer"),
+                 ("svg-active stroke-forward", "forward pass"), ("svg-active stroke-backward", "backward pass"),
+                 ("svg-active stroke-optimizer_step", "optimizer step"), ("svg-wire stroke-comm", "on the wire"),
+                 ("svg-lane svg-dim", "idle device"))
 
 
 def _fit(text, css, room):
@@ -186,30 +212,29 @@ def _all_panels(frames, frame_text, geo):
     """Every strategy's panel, each a button that enlarges it; the first marked as the
     drawing's point (where the comparison starts). Returns the parts and the height."""
     parts = []
+    at = geo.at
     for i, key in enumerate(tour.STRATEGIES):
         x, y = geo.origin(i)
-        parts.append(svg.group(_panel(frames[key], geo.pw), transform=f"translate({x} {y})",
+        parts.append(svg.group(_panel(frames[key], at), transform=f"translate({x} {y})",
                                class_="panel-button" + (f" {svg.KEY}" if i == 0 else "")))
-        parts.append(svg.hit_areas([(x, y, geo.pw, PH, f"focus={key}", f"Enlarge the {NAMES[key]} panel")],
+        parts.append(svg.hit_areas([(x, y, at.pw, at.ph, f"focus={key}", f"Enlarge the {NAMES[key]} panel")],
                                    class_="svg-hit"))
     x, y = geo.origin(len(tour.STRATEGIES))
     if not geo.narrow:
         parts.append(svg.text(x + 8, y + 18, frame_text, class_="svg-label"))
         return parts + _legend(x, y + 34), 2 * PH + GAP
-    lines = _fit(frame_text, "svg-label", geo.pw - 8)  # no box around it: it may run to the drawing's edge
-    parts += [svg.text(x + 6, y + 18 + 16 * i, line, class_="svg-label") for i, line in enumerate(lines)]
-    y += PH + 8
-    return parts + _legend(0, y, NARROW_LEGEND, row=18), y + 18 * len(NARROW_LEGEND)
+    return parts + _legend(x, y + 4, NARROW_LEGEND, row=17, swatch=16), y + at.ph
 
 
 def _one_panel(pf, focus, frame_text, geo):
     """The focused panel enlarged (a button back to all seven), its sentences beside it
     (wide) or under it (a phone). Returns the parts and the height."""
     zoom = f"{geo.zoom:.4g}"
-    parts = [svg.group(_panel(pf), transform=f"translate(8 0) scale({zoom})", class_=f"panel-button {svg.KEY}"),
-             svg.hit_areas([(8, 0, geo.zoom * PW, geo.zoom * PH, "focus=all", "Show all seven panels")], class_="svg-hit")]
+    at = geo.at
+    parts = [svg.group(_panel(pf, at), transform=f"translate(8 0) scale({zoom})", class_=f"panel-button {svg.KEY}"),
+             svg.hit_areas([(8, 0, geo.zoom * at.pw, geo.zoom * at.ph, "focus=all", "Show all seven panels")], class_="svg-hit")]
     if geo.narrow:
-        x, y, room = 8, geo.zoom * PH + 22, geo.width - 16
+        x, y, room = 8, geo.zoom * at.ph + 22, geo.width - 16
         wrap = lambda sentence: _fit(sentence, "svg-label-soft", room)
     else:
         x, y, wrap = 8 + 2 * PW + 20, 18, _wrap

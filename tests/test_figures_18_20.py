@@ -338,15 +338,15 @@ def test_19_the_lit_fix_stays_inside_its_leaf(changes):
                                      {"focus": "ep", "devices": 2}])
 def test_fig20_on_a_phone_stacks_the_panels_two_a_row_and_enlarges_one_to_the_width(changes):
     """Issue 34: on a phone the seven panels go two a row in a 320-unit drawing, the legend
-    under them; an enlarged panel fills the width with its sentences under it, and is the
-    element marked svg-key (in the wide drawing too)."""
-    from figures.fig20_seven_strategies import PH, PW
+    in the eighth place; an enlarged panel fills the width with its sentences under it, and
+    is the element marked svg-key (in the wide drawing too)."""
+    from figures.fig20_seven_strategies import COMPACT
 
     state, wide = render(20, **changes)
     narrow = _figure(20).render(state, narrow=True)
     root = ET.fromstring(narrow.svg)
     width, height = map(float, root.get("viewBox").split()[2:])
-    assert width == 320 and height > float(ET.fromstring(wide.svg).get("viewBox").split()[3])
+    assert width == 320
     panels = [g for g in root.iter(f"{SVG}g") if "panel-button" in g.get("class")]
     keyed = [g for g in panels if svg.KEY in g.get("class").split()]
     assert len(keyed) == 1 and keyed[0] is panels[0]
@@ -354,15 +354,43 @@ def test_fig20_on_a_phone_stacks_the_panels_two_a_row_and_enlarges_one_to_the_wi
     loose = [(t, box) for t, box in text_boxes(narrow)
              if any(node.text == t for node in root.findall(f"{SVG}text"))]  # outside the panels
     assert loose and [t for t, box in loose if not inside(box, narrow)] == []
+    assert [(a, b) for i, (a, box) in enumerate(loose) for b, other in loose[i + 1:] if svg.boxes_touch(box, other)] == []
+    for panel in panels:  # inside its own coordinates: every text within the panel, none on another
+        texts = []
+        for node in panel.iter(f"{SVG}text"):
+            size, bold = svg.label_size(node.get("class"))
+            texts.append((node.text, svg.text_box(float(node.get("x")), float(node.get("y")), node.text, size,
+                                                  node.get("text-anchor") or "start", bold)))
+        assert [t for t, (x, _, w, _) in texts if x < 0 or x + w > COMPACT.pw] == []
+        assert [(a, b) for i, (a, box) in enumerate(texts) for b, other in texts[i + 1:] if svg.boxes_touch(box, other)] == []
     if state["focus"] == "all":
         assert len(panels) == 7
         offsets = [tuple(map(float, re.match(r"translate\(([\d.]+) ([\d.]+)\)", g.get("transform")).groups()))
                    for g in panels]
-        assert sorted({x for x, _ in offsets}) == [1, 163] and max(y for _, y in offsets) == 3 * (PH + 6)
-        assert all(x + 156 <= 320 for x, _ in offsets)
+        assert sorted({x for x, _ in offsets}) == [2, 2 + COMPACT.pw + 4] and max(y for _, y in offsets) == 3 * (COMPACT.ph + 4)
+        assert all(x + COMPACT.pw <= 320 for x, _ in offsets)
+        legend = [box for t, box in loose if t in ("forward pass", "idle device")]
+        assert len(legend) == 2 and all(box[0] >= 2 + COMPACT.pw for box in legend)  # the eighth place
     else:
         assert len(panels) == 1
         zoom = float(re.search(r"scale\(([\d.]+)\)", panels[0].get("transform")).group(1))
-        assert 8 + zoom * PW == pytest.approx(312, abs=0.1)  # the panel fills the width...
-        assert zoom * PH * 353 / 320 <= 450  # ...and stays on a 390 px phone's screen
-        assert min(box[1] for _, box in loose) > zoom * PH  # its sentences under it
+        assert 8 + zoom * COMPACT.pw == pytest.approx(312, abs=0.1)  # the panel fills the width...
+        assert min(box[1] for _, box in loose) > zoom * COMPACT.ph  # ...its sentences under it
+
+
+# Figure 20's bar on a 390 x 844 touch phone (Play, the frame slider with its value under it,
+# the fold of the other controls: measured 191 px, tests/browser/test_touch.py) and the scale
+# of a 320-unit drawing in its 353 px column.
+PHONE_HEIGHT_PX, FIG20_BAR_PX, PHONE_SCALE = 844, 191, 353 / 320
+
+
+def test_fig20_on_a_phone_every_state_fits_under_the_bar():
+    """Issue 43.5: the seven panels (two a row, 4 layers of up to 3 collectives each) were
+    1047 px tall under a 191 px bar; every state, all seven or one enlarged, now fits."""
+    figure = _figure(20)
+    tallest = max(
+        (float(ET.fromstring(figure.render(figure.validate_state({**figure.default_state(), "devices": devices,
+                                                                     "phase": phase, "focus": focus}), narrow=True).svg)
+                             .get("viewBox").split()[3]), devices, phase, focus)
+        for devices in (2, 4) for phase in range(len(tour.FRAMES)) for focus in ("all",) + tuple(tour.STRATEGIES))
+    assert FIG20_BAR_PX + tallest[0] * PHONE_SCALE <= PHONE_HEIGHT_PX - 8, tallest
