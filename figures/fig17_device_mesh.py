@@ -279,6 +279,8 @@ def render(state, narrow=False):
                      "another first.")
     if mesh.ep > 1 and mesh.ep == mesh.dp * mesh.cp:
         notes.append(f"EP is {mesh.ep}, all of DP \u00d7 CP: lowering DP or CP lowers it with them.")
+    if world > 1 and rank == world - 1:  # constrain() keeps the rank inside the world: say so before it moves
+        notes.append(f"Rank {rank:,} is the last of the {world:,}: lowering a degree brings it down to the new last rank.")
     if crosses["tp"]:
         notes.append(f"Flagged: tensor-parallel groups of {mesh.tp} ranks straddle node boundaries, so every TP "
                      "AllReduce leaves NVLink for the network.")

@@ -90,6 +90,19 @@ def test_figure_17_says_when_ep_is_all_of_dp_times_cp():
     assert "EP is" not in v.note
 
 
+def test_figure_17_says_when_the_rank_is_the_last_one_a_lower_degree_moves():
+    """The rank slider's value is kept inside the world: at the last rank, lowering any
+    degree moves it, and the note says so beforehand (no silent clamp: issue 43.2)."""
+    figure = registry()[17]
+    state = figure.default_state()
+    last = state["tp"] * state["cp"] * state["dp"] * state["pp"] - 1
+    _, v = render(17, rank=last)
+    assert f"Rank {last:,} is the last of the {last + 1:,}" in v.note
+    assert figure.validate_state({**state, "rank": last, "dp": state["dp"] // 2})["rank"] < last
+    _, v = render(17, rank=0)
+    assert "is the last of the" not in v.note
+
+
 # ---- Figure 13: the heads slider's stops that h rules out are named, never silently snapped ---------
 
 def test_figure_13_at_h_6144_says_why_the_heads_slider_stops_at_128():
