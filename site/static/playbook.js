@@ -228,6 +228,7 @@ setTimeout(function (ownScript) {
     if (message.type === "ready") started();
     else if (message.type === "progress") progress(message.step);
     else if (message.type === "failed") fail(message.error);
+    else if (message.type === "lost") workerLost(message.error);  // its Python broke (worker.js runtimeFailed)
     else if (message.type === "view") keepView(message.number, { number: message.number, errors: {}, view: message.view, error: null });
     else if (message.type === "aliases") message.aliases.forEach(function (pair) { keepAlias(message.number, pair[0], pair[1]); });
     else if (message.type === "ahead") {

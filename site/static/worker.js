@@ -22,13 +22,17 @@ function say(message) {
 }
 
 let dispatch = null;  // figures.worker.serve's answer: dispatch(name, ...args) -> text
+let runtime = null;  // the Pyodide interpreter, once loaded
 let allowStart;
 const startAllowed = new Promise(function (resolve) { allowStart = resolve; });
 
 // The page calls only once Python has said it is ready. Whatever a message holds, it is
 // answered: a call that raises (or a message that is no call) gets {id, error}, which the
 // page shows in the calling figure only; nothing here may throw (an uncaught error would
-// reach the page as the worker's).
+// reach the page as the worker's). One exception: a call that broke the runtime itself
+// (Pyodide's fatal error: a JavaScript stack overflow, memory exhausted) leaves an
+// interpreter that will answer nothing again, so the worker says it is lost, answers
+// no more, and the page starts a new one, which is asked again (playbook.js workerLost).
 self.onmessage = function (event) {
   const request = event.data || {};
   if (request.ping) return postMessage({ pong: request.ping });
@@ -36,12 +40,30 @@ self.onmessage = function (event) {
   let reply;
   try {
     if (!dispatch) throw new Error("Python is not ready");
+    if (!Array.isArray(request.args)) throw new Error("a call's arguments must be a list");
+    if (runtimeFailed()) throw new Error("Python's runtime failed");  // (and the call below would not come back)
     reply = { id: request.id, value: dispatch(request.name, ...request.args) };
   } catch (error) {
+    if (dispatch && runtimeFailed(error)) {
+      dispatch = null;
+      say({ type: "lost", error: "Python failed: " + String((error && error.message) || error) });
+      return;
+    }
     reply = { id: request.id, error: String((error && error.message) || error) };
   }
   postMessage(reply);
 };
+
+// Pyodide marks the error of its fatal failure, and from then on every part of its API
+// throws when read (pyodide.asm.mjs API.fatal_error); a Python exception does neither.
+function runtimeFailed(error) {
+  if (error && error.pyodide_fatal_error) return true;
+  try {
+    return !runtime.ffi;
+  } catch (_) {
+    return true;
+  }
+}
 say({ type: "progress", step: 1 });  // this script runs: the page's own watchdog hands over to the one below
 
 // ---------------------------------------------------------------------------
@@ -143,7 +165,7 @@ async function start() {
   say({ type: "progress", step: 2 });
   watchStage("starting Python", COMPILE_STALL_TICKS);
   const compiled = watchCompile();
-  const pyodide = await loadPyodide({ indexURL: PYODIDE });
+  const pyodide = runtime = await loadPyodide({ indexURL: PYODIDE });
   compiled();
   if (startHasFailed) return;
   say({ type: "progress", step: 3 });

@@ -130,6 +130,41 @@ def test_a_lost_worker_is_restarted_once_and_a_second_loss_stops_the_figures_on_
     assert detected_s < 10 and stopped_s < 10  # ~4 s of on-time beats (playbook.js SILENT_BEATS), slack for a loaded machine
 
 
+LOAD_RUNTIME = "await loadPyodide({ indexURL: PYODIDE })"
+
+
+def test_a_runtime_that_fails_fatally_is_a_lost_worker_and_the_figures_carry_on(browser, base_url):
+    """Pyodide's fatal error (a JavaScript stack overflow, memory exhausted) leaves an
+    interpreter in an unknown state whose API throws from then on, while its thread still
+    answers the heartbeat, so the page kept calling it. The worker now says it is lost at
+    the next call: the page starts a new one, which answers that move. (The fatal error is
+    Pyodide's own, raised by hand: its corruption cannot be, so the old worker here could
+    still have answered; the new contract is what is checked.)"""
+    def expose(route):  # the test's handle on the worker's interpreter
+        body = route.fetch().text()
+        assert body.count(LOAD_RUNTIME) == 1
+        route.fulfill(body=body.replace(LOAD_RUNTIME, f"(self.__runtime = {LOAD_RUNTIME})"),
+                      headers={"content-type": "text/javascript"})
+
+    session = PageSession(browser, base_url, routes={"**/assets/worker.*.js": expose})
+    try:
+        page = session.open("/")
+        page.wait_for_function(PYTHON_IS, arg="ready", timeout=90_000)
+        set_control(page, FIFTEEN, "P", 8)
+        [python] = [w for w in page.workers if "/assets/worker." in w.url]
+        python.evaluate("() => { try { self.__runtime._api.fatal_error(new Error('injected')); } catch (error) {} }")
+        set_control(page, FIFTEEN, "m", 16)  # the first call after it
+        page.wait_for_function(PYTHON_IS, arg="ready", timeout=90_000)
+        settle(page, FIFTEEN.anchor)
+        assert page.evaluate("window.__workers.length") == 2
+        assert_shows(page, FIFTEEN, {**FIFTEEN.default_state(), "P": 8, "m": 16})
+        assert page.get_attribute("#fig-15", "data-state") == "live"
+        assert [n for n, state in figure_states(page) if state == "error"] == []
+        assert session.page_errors == []
+    finally:
+        session.close()
+
+
 def wait_for_start_failure(page, started):
     page.wait_for_function(PYTHON_IS, arg="failed", timeout=30_000)
     statuses = page.eval_on_selector_all(
