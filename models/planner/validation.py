@@ -345,6 +345,11 @@ class HeldOut:
 
     check: Check
     band: Band
+    # The run's log error less the band's centre, in the band's standard deviations (signed:
+    # - the planner too slow), and how many of them the band spans each side: a run is
+    # inside when |distance| <= multiple, or within MIN_BAND where that is wider.
+    distance: float = 0.0
+    multiple: float = 0.0
 
     @property
     def inside(self):
@@ -355,7 +360,8 @@ class HeldOut:
 @lru_cache(maxsize=1)
 def leave_one_source_out():
     """Every checking run with the band it would have been shown, built from the other
-    sources' checking runs only (the multiple too): a tuple of ``HeldOut``."""
+    sources' checking runs only (the multiple too), and how far from that band's centre it
+    fell: a tuple of ``HeldOut``."""
     checks = end_to_end(CHECK)
     held = []
     for source in SOURCES:
@@ -363,9 +369,11 @@ def leave_one_source_out():
         mine = [c for c in checks if c.case.source == source]
         if not mine:
             continue
-        multiple = _multiple(others)
+        multiple, spread = _multiple(others), _spread(others)
         for c in mine:
-            held.append(HeldOut(c, _band_from(others, c.case.model.moe, c.case.plan.framework, c.regime, multiple)))
+            centre, sd = _centre_and_sd(_group(others, c.case.model.moe, c.case.plan.framework, c.regime)[0], spread)
+            held.append(HeldOut(c, _band_from(others, c.case.model.moe, c.case.plan.framework, c.regime, multiple),
+                                (_log_error(c) - centre) / sd if sd else 0.0, multiple))
     return tuple(held)
 
 
