@@ -132,7 +132,8 @@ def leave_one_source_out():
         b = held.band
         print(f"     {held.check.regime:22s} {held.check.case.source:18s} {held.check.case.label:46s} "
               f"{held.check.error:+7.1%}  band {1 / b.high - 1:+6.1%} .. {1 / b.low - 1:+6.1%}  "
-              f"{'inside' if held.inside else 'OUTSIDE'}")
+              f"{'inside' if held.inside else 'OUTSIDE'}"
+              + ("" if held.inside else f"  ({held.distance:+.2f} sd; the band spans {held.multiple:.2f})"))
     rows = [(None, validation.coverage())] + [(name, validation.coverage(name)) for name in validation.regimes()]
     failing = []
     for name, c in rows:
