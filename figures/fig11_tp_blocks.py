@@ -45,7 +45,12 @@ WIDTH, LEFT, LEVELS = 480, 6, 6  # narrow: on a phone the drawing keeps its labe
 # On a phone: 320 units with 11-unit labels. Matrices wrap onto further lines sooner, and the
 # step titles, the collective's band and the verdict wrap onto lines of their own.
 NARROW_WIDTH = 320
+# ... and no taller than the room under the figure's bar on a 390 x 844 phone (844 - 191 px,
+# 353 px to 320 units, 5 px to spare): where the matrices would run longer, their cells
+# shrink (down to 2 units) while every label keeps its size.
+NARROW_HEIGHT = 587
 LINE = 15  # from one wrapped line's baseline to the next
+NUMERAL_PX = 6  # an owner's number (svg.numerals' height; 4 px wide)
 CELL = {"mlp": 6, "attention": 8}  # px per matrix entry: the MLP's 4h-wide matrices need smaller cells
 SEPARATORS = {"column_row": (("\u00d7", "="), (), ("\u2192",), ("vs",)),
               "row_first": (("\u00d7", "="), ("\u2260",), ("\u00d7", "="), ("vs",))}
@@ -61,31 +66,38 @@ def _wrap(text, width, size=LABEL):
     return svg.wrap(text, width, size)
 
 
-def _pieces_layout(panel, columns):
+def _cells(px, cell):
+    """The whole cells that hold ``px`` px."""
+    return -(-px // cell)
+
+
+def _pieces_layout(panel, columns, cell):
     """(dx, dy, piece, owner) of each piece of a panel in matrix cells, and the panel's size.
-    Partial sums wrap onto further lines when they do not fit across."""
+    Partial sums wrap onto further lines when they do not fit across. Each owner's number
+    (NUMERAL_PX, beside a rank block, else under its piece) keeps clear of the next piece."""
     placed, x, y, line = [], 0, 0, 0
     for owner, piece in enumerate(panel.pieces):
         width, height = len(piece[0]), len(piece)
         if panel.layout == "partial" and x and x + width > columns:
-            x, y = 0, y + line + 3
+            x, y = 0, y + line + max(3, _cells(NUMERAL_PX + 6, cell))
         placed.append((x, y, piece, owner))
         line = max(line, height)
         if panel.layout == "rows":
-            y += height + 1  # a one-cell gap between rank blocks
+            y += height + max(1, _cells(NUMERAL_PX + 2 - height * cell, cell))  # a gap between rank blocks
         else:
-            x += width + (1 if panel.layout == "columns" else 2)
+            x += width + (max(1, _cells(NUMERAL_PX + 1 - width * cell, cell)) if panel.layout == "columns" else 2)
     width = max(dx + len(p[0]) for dx, _, p, _ in placed)
     height = max(dy + len(p) for _, dy, p, _ in placed)
     return placed, width, height
 
 
 @lru_cache(maxsize=64)
-def _drawing(block, order, tp, seed, drawing_width=WIDTH):
-    """The heatmaps on a grid of matrix cells (one unit = one entry, CELL[block] px), ``drawing_width``
-    units wide: every (colour, shade) is one svg.lanes path, each matrix row one string format."""
+def _drawing(block, order, tp, seed, drawing_width=WIDTH, cell=None):
+    """The heatmaps on a grid of matrix cells (one unit = one entry, ``cell`` px: CELL[block]
+    unless given), ``drawing_width`` units wide: every (colour, shade) is one svg.lanes path,
+    each matrix row one string format."""
     walk = tensor.block_walkthrough(block, order, tp, seed)
-    cell = CELL[block]
+    cell = cell or CELL[block]
     columns = (drawing_width - 2 * LEFT) // cell
     label_rows = -(-16 // cell)  # room for a panel name
     rows, outlines, followed, labels, numerals, bands, top = {}, [], [], [], [], [], 0
@@ -96,17 +108,20 @@ def _drawing(block, order, tp, seed, drawing_width=WIDTH):
         title = _wrap(f"{index + 1}. {step.title}", drawing_width - 2 * LEFT)
         labels += [(LEFT, top * cell + 14 + LINE * i, line, "svg-label") for i, line in enumerate(title)]
         title_rows = -(-(24 + LINE * (len(title) - 1)) // cell)  # room for the step's title
+        if cell < CELL[block]:  # shrunk cells: rows enough to keep the panel names a line under it
+            title_rows = max(title_rows, -(-(33 + LINE * (len(title) - 1)) // cell) - 1)
         x, line_top, line_height, pending = 0, top + title_rows - label_rows + 1, 0, ""
         for panel, separator in zip(step.panels, separators + ("",)):
-            placed, width, height = _pieces_layout(panel, columns)
+            placed, width, height = _pieces_layout(panel, columns, cell)
             sign = -(-20 // cell) if pending else 0
             beside = -(-12 // cell) if panel.layout == "rows" else 0  # the owners' numbers drawn beside rank blocks
-            if x and x + sign + width + beside > columns:
+            name_cells = -(-svg.text_width(panel.name, svg.LABEL_SIZES["svg-label-soft"]) // cell)
+            if x and x + sign + max(width + beside, name_cells) > columns:  # (small cells: a name outruns its matrix)
                 x, line_top, line_height = 0, line_top + line_height, 0
             if x + sign + width > columns:
                 # partial sums wrap sooner to leave room for the sign before them (8 MLP partial
                 # sums once ran past the wide drawing's right edge)
-                placed, width, height = _pieces_layout(panel, columns - x - sign)
+                placed, width, height = _pieces_layout(panel, columns - x - sign, cell)
             y = line_top + label_rows
             if pending:  # the sign between two panels, at the start of a line if the second one wrapped
                 labels.append((LEFT + x * cell + 2, (y + min(height, 8) / 2) * cell + 4, pending, "svg-label"))
@@ -130,7 +145,8 @@ def _drawing(block, order, tp, seed, drawing_width=WIDTH):
                     numerals.append(((px + pw + 6 if beside else px + pw / 2,), py + ph / 2 if beside else py + ph + 7, (owner,)))
             name_width = -(-len(panel.name) * 7 // cell)  # an 11 px label is ~6.5 px per character
             x += max(width + (3 if panel.layout == "rows" else 1), name_width)
-            line_height = max(line_height, height + label_rows + 2)
+            numbered_under = panel.layout not in ("replicated", "single", "rows")  # owners' numbers under its pieces
+            line_height = max(line_height, height + label_rows + (max(2, _cells(NUMERAL_PX + 5, cell)) if numbered_under else 2))
             pending = separator
         top = line_top + line_height
         if step.collective_after and tp > 1:
@@ -162,6 +178,10 @@ def render(state, narrow=False):
     tp, block, order = state["T"], state["block"], state["order"]
     width = NARROW_WIDTH if narrow else WIDTH
     walk, parts, height = _drawing(block, order, tp, state["seed"], width)
+    cell = CELL[block]
+    while narrow and height > NARROW_HEIGHT and cell > 2:
+        cell -= 1
+        walk, parts, height = _drawing(block, order, tp, state["seed"], width, cell)
     collectives = tensor.block_collectives(block, order, ARTICLE_B, ARTICLE_S, ARTICLE_H, tp)
     kinds = " + ".join(c.kind for c in collectives)
     allreduce = next((c for c in collectives if c.kind == "AllReduce"), None)

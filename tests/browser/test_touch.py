@@ -22,7 +22,7 @@ TARGET_PX = 44  # WCAG 2.5.5
 NUMBERS = sorted(registry())
 # A phone's drawing laid out taller than a 390 x 844 screen under its bar: each figure's own
 # narrow layout (its panels stacked), not the page's; no other may join them.
-TALLER_THAN_A_PHONE = {11, 14}
+TALLER_THAN_A_PHONE = {14}
 
 # Every control and chip a finger may need, with its box (a checkbox's target is its label).
 SMALL_TARGETS = """(least) => {
