@@ -67,10 +67,14 @@ class _Layout(NamedTuple):
     panels: tuple  # x of the left and the right panel
     heads: tuple  # x of the captions over them
     wrap: tuple = None  # widths the left and right column's texts wrap at (wide: one line each)
+    band: float = 80  # the height of Ulysses' two panels
+    chart_height: float = 150  # of the time chart
 
 
 WIDE = _Layout(WIDTH, SIDE, (LEFT + 14, LEFT + 264), (LEFT, LEFT + 250))
-NARROW = _Layout(320, 140, (12, 174), (LEFT, 166), (156, 146))
+# a phone: smaller panels and chart, so that the drawing fits under the figure's bar on a
+# 390 x 844 screen (tests/test_figure_numbers_11_14.py)
+NARROW = _Layout(320, 104, (12, 174), (LEFT, 166), (156, 146), band=56, chart_height=116)
 
 
 def _lines(content, width, size):
@@ -118,7 +122,7 @@ def _schedule_panel(x0, y0, work, fills, side):
             start += length
 
 
-CHART_LEFT, CHART_HEIGHT = LEFT + 58, 150  # the time chart's axis, and its height
+CHART_LEFT = LEFT + 58  # the time chart's axis
 REFERENCE_GPU = "h100_sxm"  # whose attention compute the ring hides behind
 
 
@@ -129,7 +133,7 @@ def _time_chart(state, sweep, ok, top, layout):
     group. Returns the parts and the y the chart's last text ends above."""
     C, s, h, kv = state["C"], state["s"], state["h"], state["kv_heads"]
     narrow = layout.wrap is not None
-    width = layout.width
+    width, CHART_HEIGHT = layout.width, layout.chart_height  # noqa: N806 (the chart's one height)
     compute = [context.attention_compute_s(s, h, c, gpu=REFERENCE_GPU) for c in POWERS[:7]]
     legend = top + 6
     base = (top + 24 if narrow else legend + 48) + CHART_HEIGHT  # narrow: a row over it names the network
@@ -155,10 +159,12 @@ def _time_chart(state, sweep, ok, top, layout):
         svg.boxes([(px - 3.5, py - 3.5, 7, 7) for px, py in ulysses], class_="fill-exposed"),
     ]
     # the legend: a mark of each series, then its meaning (narrow: under the C axis, wrapped)
+    peak = f"{fmt.percent(context.ATTENTION_KERNEL_FRACTION, 0)} of peak"
     entries = ("ring attention's sends: hidden while under the dashed line",
                "Ulysses' All-to-Alls: attention waits for them",
-               f"attention compute of one rank ({hardware.gpu(REFERENCE_GPU).short_name}, "
-               f"{fmt.percent(context.ATTENTION_KERNEL_FRACTION, 0)} of peak)")
+               f"attention compute of one rank ({hardware.gpu(REFERENCE_GPU).short_name}, {peak})")
+    if narrow:  # a line each (the GPU is named in the readouts)
+        entries = ("ring's sends: hidden while under the dashed line", entries[1], f"attention compute of one rank, {peak}")
     rows, meanings = [], []
     line = legend + 5 if not narrow else base + 40
     for entry in entries:
@@ -236,41 +242,44 @@ def render(state, narrow=False):
     hidden = times.ring_s <= compute
     fills, triangles, labels, soft, edges = {}, {}, [], [], []
     at = NARROW if narrow else WIDE
-    (left, right), side = at.panels, at.side
+    (left, right), side, band = at.panels, at.side, at.band
     wrap, full = (at.wrap, at.width - LEFT) if narrow else ((None, None), None)  # where texts wrap, if they do
     labels.append((LEFT, 14, "Ring attention"))
     lines = max(_write(soft, at.heads[0], 30, "scores by query owner", wrap[0], "svg-label-soft"),
-                _write(soft, at.heads[1], 30, "ring step (down) \u00d7 rank (across)", wrap[1], "svg-label-soft"))
+                _write(soft, at.heads[1], 30, "steps \u2193 \u00d7 ranks \u2192" if narrow else
+                       "ring step (down) \u00d7 rank (across)", wrap[1], "svg-label-soft"))
     top = 40 + 16 * (lines - 1)
     _causal_panel(left, top, work, fills, triangles, side)
     _schedule_panel(right, top, work, fills, side)
     idle = context.ring_idle_steps(work)[0]
     lines = max(_write(soft, left, top + side + 16, f"busiest rank / mean: {fmt.decimal(work.imbalance)}", wrap[0],
                        "svg-label-soft"),
-                _write(soft, right, top + side + 16, f"rank 0 idle for {idle} of {C} steps", wrap[1], "svg-label-soft"))
+                _write(soft, right, top + side + 16, f"rank 0: idle {idle} of {C}" if narrow else
+                       f"rank 0 idle for {idle} of {C} steps", wrap[1], "svg-label-soft"))
     y = top + side + 50 + 16 * (lines - 1)
-    y += 16 * (_write(labels, LEFT, y, "Ulysses: All-to-All from a split by tokens to a split by heads", full,
-                      "svg-label") - 1)
+    y += 16 * (_write(labels, LEFT, y, "Ulysses: All-to-All, by tokens \u2192 by heads" if narrow else
+                      "Ulysses: All-to-All from a split by tokens to a split by heads", full, "svg-label") - 1)
     before, after = (left, y + 14), (right, y + 14)
     for r in range(C):  # before: rank r holds tokens r·s/C onward, every head
-        fills.setdefault(palette.rank_key(r), []).append((before[0], before[1] + r * 80 / C, side, 80 / C))
+        fills.setdefault(palette.rank_key(r), []).append((before[0], before[1] + r * band / C, side, band / C))
     groups = C if ok else kv
     for g in range(groups):  # after: each rank whole KV heads over every token (past the KV heads: one each)
-        fills.setdefault(palette.rank_key(g), []).append((after[0] + g * side / groups, after[1], side / groups, 80))
-    lines = _write(soft, before[0], y + 110, f"by tokens: {s // C:,} per rank, all heads", wrap[0], "svg-label-soft")
+        fills.setdefault(palette.rank_key(g), []).append((after[0] + g * side / groups, after[1], side / groups, band))
+    lines = _write(soft, before[0], y + band + 30, f"{s // C:,} tokens each" if narrow else
+                   f"by tokens: {s // C:,} per rank, all heads", wrap[0], "svg-label-soft")
     if ok:
-        lines = max(lines, _write(soft, after[0], y + 110, f"by heads: {kv // C} of {kv} KV heads per rank", wrap[1],
-                                  "svg-label-soft"))
+        lines = max(lines, _write(soft, after[0], y + band + 30, f"{kv // C} of {kv} KV heads each" if narrow else
+                                  f"by heads: {kv // C} of {kv} KV heads per rank", wrap[1], "svg-label-soft"))
     else:
-        fills.setdefault("warn", []).append((after[0], y + 100, 10, 10))
-        lines = max(lines, _write(labels, after[0] + 14, y + 110, f"{kv} KV head{'s' if kv > 1 else ''} for {C} ranks",
+        fills.setdefault("warn", []).append((after[0], y + band + 20, 10, 10))
+        lines = max(lines, _write(labels, after[0] + 14, y + band + 30, f"{kv} KV head{'s' if kv > 1 else ''} for {C} ranks",
                                   wrap[1] and wrap[1] - 14, "svg-label"))
-    outlines = [(left, top, side, side), (right, top, side, side), (*before, side, 80), (*after, side, 80)]
-    y += 140 + 16 * (lines - 1)
+    outlines = [(left, top, side, side), (right, top, side, side), (*before, side, band), (*after, side, band)]
+    y += band + 60 + 16 * (lines - 1)
     y += 16 * (_write(labels, LEFT, y, "one layer's forward, per rank, by C (log scale)", full, "svg-label") - 1)
     ulysses_text = f"Ulysses {fmt.data_size(ulysses.forward_bytes_per_rank)}" if ok else "Ulysses cannot split the heads"
-    lines = _write(soft, LEFT, y + 16, f"at C = {C}, sent per device: ring {fmt.data_size(ring.forward_bytes_per_rank)}, "
-                   f"{ulysses_text}", full, "svg-label-soft")
+    lines = _write(soft, LEFT, y + 16, ("" if narrow else f"at C = {C}, ")  # (a phone's bar shows C, over it)
+                   + f"sent per device: ring {fmt.data_size(ring.forward_bytes_per_rank)}, {ulysses_text}", full, "svg-label-soft")
     chart, y = _time_chart(state, sweep, ok, y + 28 + 16 * (lines - 1), at)
     parts = [svg.boxes(boxes, class_=f"fill-{key.split('@')[0]}",
                        fill_opacity=(0.35, 0.35, 0.65, 1.0)[int(key[-1])] if "@" in key else None)

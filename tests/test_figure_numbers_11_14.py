@@ -405,9 +405,11 @@ def test_figure_14_times_have_a_log_axis_in_seconds_and_the_compute_the_ring_hid
 @pytest.mark.parametrize("changes", FIG14_EXTREMES)
 def test_figure_14_on_a_phone_stacks_the_panels_and_keeps_the_time_chart_in_view(changes):
     """Issue 34: narrow, the drawing is 320 units wide, the ring's two panels and Ulysses'
-    two sit side by side at 140 units, long texts wrap, and the time chart is the key
-    element (svg-key): the compute line, both schemes' series and the chosen C's values,
-    short enough to fit a phone's screen under its controls; its legend follows below it."""
+    two sit side by side, long texts wrap, and the time chart is the key element (svg-key):
+    the compute line, both schemes' series and the chosen C's values, short enough to fit a
+    phone's screen under its controls; its legend follows below it. Issue 43.5: the whole
+    drawing fits under the figure's bar on a 390 x 844 phone (851 px tall before: 104-unit
+    panels, a shorter chart, a phone's shorter words)."""
     figure = registry()[14]
     state = figure.validate_state({**figure.default_state(), **changes})
     narrow = figure.render(state, narrow=True)
@@ -422,10 +424,23 @@ def test_figure_14_on_a_phone_stacks_the_panels_and_keeps_the_time_chart_in_view
     assert f"compute {fmt.duration(compute)}" in held and f"C={state['C']}" in held
     ys = [box[1] for t, box in text_boxes(narrow) if t in held]
     assert (max(ys) - min(ys) + 40) * 353 / 320 <= 450  # on a 390 px phone, below its controls
-    legend = [box[1] for t, box in text_boxes(narrow) if t.startswith("ring attention's sends")]
+    legend = [box[1] for t, box in text_boxes(narrow) if t.startswith("ring's sends")]
     assert legend and legend[0] > max(ys)
     outlines = rectangles(narrow, "svg-ink-stroke")[:4]  # score matrix, schedule, Ulysses before and after
-    assert [w for _, _, w, _ in outlines] == [140] * 4 and outlines[0][1] == outlines[1][1]
+    assert [w for _, _, w, _ in outlines] == [104] * 4 and outlines[0][1] == outlines[1][1]
+    assert FIG14_BAR_PX + float(root.get("viewBox").split()[3]) * 353 / 320 <= 844 - 5  # under the bar
+
+
+FIG14_BAR_PX = 171  # Figure 14's bar on a 390 x 844 touch phone: C, the KV heads, the fold (measured 163-171)
+
+
+def test_figure_14_on_a_phone_fits_under_its_bar_in_every_state():
+    figure = registry()[14]
+    sliders = [c for c in figure.controls if hasattr(c, "values")]
+    tallest = max((float(ET.fromstring(figure.render(figure.validate_state({**figure.default_state(), c.key: v}),
+                                                     narrow=True).svg).get("viewBox").split()[3]), c.key, v)
+                  for c in sliders for v in c.values)
+    assert FIG14_BAR_PX + tallest[0] * 353 / 320 <= 844 - 5, tallest
 
 
 @pytest.mark.parametrize("narrow", [False, True])
