@@ -36,6 +36,7 @@ def _load(module_name):
         primary=tuple(getattr(module, "PRIMARY", ())),
         groups=tuple(getattr(module, "GROUPS", ())),
         lays_out_narrow="narrow" in inspect.signature(module.render).parameters,
+        lays_out_short="short" in inspect.signature(module.render).parameters,
         readouts_first=bool(getattr(module, "READOUTS_FIRST", False)),
         hints=getattr(module, "hints", None),
         folds=tuple(getattr(module, "FOLDS", ())),
@@ -43,16 +44,18 @@ def _load(module_name):
 
 
 def _layout_aware(render):
-    """``render(state, narrow=False)`` for every figure: a module whose ``render`` takes
-    no ``narrow`` draws the same view at every width."""
-    if "narrow" in inspect.signature(render).parameters:
+    """``render(state, narrow=False, short=False)`` for every figure: a module's ``render``
+    takes either only if its view differs there, and is asked only what it takes."""
+    takes = {name for name in ("narrow", "short") if name in inspect.signature(render).parameters}
+    if takes == {"narrow", "short"}:
         return render
 
-    def render_any_width(state, narrow=False):
-        return render(state)
+    def render_any_size(state, narrow=False, short=False):
+        asked = {"narrow": narrow, "short": short}
+        return render(state, **{name: True for name in takes if asked[name]})
 
-    render_any_width.__wrapped__ = render
-    return render_any_width
+    render_any_size.__wrapped__ = render
+    return render_any_size
 
 
 def module_names():

@@ -21,6 +21,12 @@ the element that carries its point marked ``svg.KEY`` (figure-checklist.md). On 
 narrow screen the page keeps the ``PRIMARY`` controls (default: the first) in a bar
 that stays in view while the figure is, and folds the rest behind one tap.
 
+``short`` (optional parameter, ``render(state, narrow=False, short=False)``): the screen is
+short but not narrow (``SHORT_MAX_PX`` tall or less: a phone on its side), where the page
+also keeps the controls in a bar. The figure then lays itself out as wide as its wide
+drawing and no taller than ``SHORT_DRAWING_PX`` under that bar. The page asks for it once
+Python runs (until then, and without JavaScript, the wide drawing is shown).
+
 and, where one control's valid range depends on others, optionally
 
     def constrain(state) -> state: ...  # snaps a state into range (a rank below the world size)
@@ -45,6 +51,12 @@ NARROW_MAX_PX = 640
 # A narrow drawing's ``min-width`` (svg.document) is at most this: the drawing column of a
 # 360 px phone is 323 px wide, so it never scrolls sideways.
 NARROW_DRAWING_PX = 320
+# At or under this height (the page's ``(max-height: 32rem)``), a screen wider than
+# NARROW_MAX_PX is short (a phone on its side): figures that lay themselves out for it are
+# rendered ``short=True``, no taller than SHORT_DRAWING_PX drawn at their min-width, so they
+# fit under a one-row bar (~62 px) on a phone 360-390 px tall.
+SHORT_MAX_PX = 512
+SHORT_DRAWING_PX = 296
 
 
 @dataclass(frozen=True)
@@ -390,6 +402,8 @@ class Figure:
     groups: tuple = ()
     # ``render`` takes ``narrow`` (the module's own render does): its narrow view may differ.
     lays_out_narrow: bool = False
+    # ... and ``short``: its view for a short screen wide enough for it (a phone on its side).
+    lays_out_short: bool = False
     # The module's optional ``READOUTS_FIRST``: the readouts right under the drawing, before
     # its HTML block and note (the planner lab, whose reasoning and launch blocks run to
     # thousands of pixels on a phone: its estimate and bands must not sit under them).

@@ -184,9 +184,10 @@ class _Layout:
     ``gap`` apart from a ``margin``, in a drawing ``width`` wide; the focused panel drawn at
     ``zoom``."""
 
-    def __init__(self, width, columns, at, gap, margin, zoom, narrow):
+    def __init__(self, width, columns, at, gap, margin, zoom, narrow, legend_in_place=None):
         self.width, self.columns, self.at, self.gap, self.margin = width, columns, at, gap, margin
         self.zoom, self.narrow = zoom, narrow
+        self.legend_in_place = narrow if legend_in_place is None else legend_in_place  # the short legend, eighth
 
     def origin(self, i):
         return self.margin + (i % self.columns) * (self.at.pw + self.gap), (i // self.columns) * (self.at.ph + self.gap)
@@ -196,6 +197,10 @@ WIDE = _Layout(WIDTH, 4, FULL, GAP, 8, 2, narrow=False)  # four panels a row, th
 # a phone: two compact panels a row in 320 units, the legend in the eighth place (the frame is
 # the bar's, over the drawing); the focused panel as wide as the drawing, its sentences under it
 NARROW = _Layout(320, 2, COMPACT, 4, 2, (320 - 16) / COMPACT.pw, narrow=True)
+# a phone on its side: four panels a row as wide, but as short as a phone's, the short legend
+# in the eighth place; the focused one at twice the size with its sentences beside it
+SHORT = _Layout(WIDTH, 4, _Metrics(PW, COMPACT.ph, COMPACT.dev_top, COMPACT.row_h, COMPACT.bus_h, compact=True),
+                GAP, 8, 2, narrow=False, legend_in_place=True)
 # the phone's legend, in a panel's room: the share beside each name, then the swatches
 NARROW_LEGEND = (("share", "each device's share"), ("ledger", "state held: weights,"), ("", "gradients, optimizer"),
                  ("svg-active stroke-forward", "forward pass"), ("svg-active stroke-backward", "backward pass"),
@@ -220,7 +225,7 @@ def _all_panels(frames, frame_text, geo):
         parts.append(svg.hit_areas([(x, y, at.pw, at.ph, f"focus={key}", f"Enlarge the {NAMES[key]} panel")],
                                    class_="svg-hit"))
     x, y = geo.origin(len(tour.STRATEGIES))
-    if not geo.narrow:
+    if not geo.legend_in_place:
         parts.append(svg.text(x + 8, y + 18, frame_text, class_="svg-label"))
         return parts + _legend(x, y + 34), 2 * PH + GAP
     return parts + _legend(x, y + 4, NARROW_LEGEND, row=17, swatch=16), y + at.ph
@@ -248,11 +253,11 @@ def _one_panel(pf, focus, frame_text, geo):
         y += 8
     for css in ("svg-label", "svg-label-soft"):
         parts.append(svg.texts([(lx, ly, t) for lx, ly, t, c in lines if c == css], class_=css))
-    return parts, (y if geo.narrow else max(2 * PH, y))
+    return parts, (y if geo.narrow else max(geo.zoom * at.ph, y))
 
 
-def render(state, narrow=False):
-    geo = NARROW if narrow else WIDE
+def render(state, narrow=False, short=False):
+    geo = NARROW if narrow else SHORT if short else WIDE
     frames = {key: tour.panel(key, state["devices"], state["phase"]) for key in tour.STRATEGIES}
     frame = tour.FRAMES[state["phase"]]
     frame_text = FRAME_LABEL[frame.index].capitalize() + (" (playing)" if state["playing"] else "")

@@ -91,12 +91,20 @@ def _figure_number(number):
         return None
 
 
+SCREENS = ("wide", "narrow", "short")  # the page's layoutName() (playbook.js)
+
+
+def _lays_out(figure):
+    """Its view differs with the screen: the page must not paint one drawn for another."""
+    return figure.lays_out_narrow or figure.lays_out_short
+
+
 class FigureSession:
     """One figure's views and its render-ahead list."""
 
-    def __init__(self, figure, narrow=False):
+    def __init__(self, figure, layout="wide"):
         self.figure = figure
-        self.narrow = narrow  # rendered for a narrow column (``Worker.layout``)
+        self.layout = layout  # rendered for this screen: "wide", "narrow" or "short" (``Worker.layout``)
         self.views = OrderedDict()  # state key -> view JSON
         # the (raw, valid) moves to render ahead, nearest first, an iterator that validates
         # each as it is drawn (Figure 17 has ~600: ~35 ms in Pyodide, too long for one
@@ -143,7 +151,7 @@ class FigureSession:
         if cached is not None:
             self.views.move_to_end(key)
             return cached
-        view = self.figure.render(dict(state), narrow=self.narrow)
+        view = self.figure.render(dict(state), narrow=self.layout == "narrow", short=self.layout == "short")
         cached = _dumps(self.describe(state, view))
         self.views[key] = cached
         if len(self.views) > VIEW_CACHE_SIZE:
@@ -205,7 +213,7 @@ class FigureSession:
             # the column a figure that lays itself out narrow was rendered for: an answer for
             # the old width, arriving after a phone turned, is asked again rather than painted
             # (playbook.js); other figures' views fit every width and name none
-            "layout": ("narrow" if self.narrow else "wide") if self.figure.lays_out_narrow else None,
+            "layout": self.layout if _lays_out(self.figure) else None,
         }
 
     def answer(self, state, errors=None):
@@ -357,7 +365,7 @@ class Worker:
         self.last_report = {}
         self.last_call = 0.0
         self.uncollected = 0  # calls and render-ahead turns since the last collection
-        self.narrow = False  # the page's column is a phone's (``layout``)
+        self.screen = "wide"  # the page's screen: "wide", "narrow" (a phone) or "short" (``layout``)
         self.unloadable = {}  # figure number -> why its module could not be imported
 
     def _session(self, number):
@@ -371,7 +379,7 @@ class Worker:
             except Exception as error:  # one broken module: that figure's error, every time it is asked
                 self.unloadable[number] = error
                 raise
-            session = self.sessions[number] = FigureSession(figure, self.narrow)
+            session = self.sessions[number] = FigureSession(figure, self.screen)
         return session
 
     def _contained(self, number, answer, state_json=""):
@@ -387,28 +395,32 @@ class Worker:
                 state = None
             return failure_answer(_figure_number(number), state, error)
 
-    def layout(self, narrow_json):
-        """The page's column is narrow (a phone) or not: the figures are rendered for it
-        from now on. When that changes (a phone turned), every view kept here was drawn for
-        the other width and is dropped, as the page drops its own; each figure that lays
-        itself out narrow starts its render-ahead again."""
+    def layout(self, screen_json):
+        """The page's screen: "wide", "narrow" (a phone's column) or "short" (a phone on its
+        side; ``true``/``false`` also mean narrow/wide). The figures are rendered for it from
+        now on. When that changes (a phone turned), every view kept here was drawn for the
+        other screen and is dropped, as the page drops its own; each figure that lays itself
+        out for a screen starts its render-ahead again."""
         try:
-            narrow = bool(json.loads(narrow_json))
-        except Exception as error:  # the column stays as it was; no figure is hurt
+            screen = json.loads(screen_json)
+            screen = {True: "narrow", False: "wide"}.get(screen, screen) if isinstance(screen, bool) else screen
+            if screen not in SCREENS:
+                raise ValueError(f"no such screen: {screen!r}")
+        except Exception as error:  # the screen stays as it was; no figure is hurt
             print("layout: " + "".join(traceback.format_exception(error)))
             return ""
-        if narrow == self.narrow:
+        if screen == self.screen:
             return ""
-        self.narrow = narrow
+        self.screen = screen
         for number, session in list(self.sessions.items()):
             try:
-                if session.figure.lays_out_narrow:
-                    fresh = self.sessions[number] = FigureSession(session.figure, narrow)
+                if _lays_out(session.figure):
+                    fresh = self.sessions[number] = FigureSession(session.figure, screen)
                     fresh.last = session.last
                     if session.center is not None:
                         fresh.plan_ahead(session.center)
                 else:
-                    session.narrow = narrow
+                    session.layout = screen
             except Exception as error:  # that figure starts afresh on its next call; the others are relaid
                 print(f"figure {number} (layout): " + "".join(traceback.format_exception(error)))
                 self.sessions.pop(number, None)

@@ -394,3 +394,26 @@ def test_fig20_on_a_phone_every_state_fits_under_the_bar():
                              .get("viewBox").split()[3]), devices, phase, focus)
         for devices in (2, 4) for phase in range(len(tour.FRAMES)) for focus in ("all",) + tuple(tour.STRATEGIES))
     assert FIG20_BAR_PX + tallest[0] * PHONE_SCALE <= PHONE_HEIGHT_PX - 8, tallest
+
+
+def test_fig20_on_a_phone_on_its_side_every_state_fits_under_a_one_row_bar():
+    """Issue 43.5 at 844 x 390: the wide drawing (416 units: two rows of 204) ran 88 px past
+    the screen under the bar. Short, the four-a-row panels are a phone's height, with the
+    short legend in the eighth place; the enlarged one keeps its sentences beside it."""
+    from figures.contract import SHORT_DRAWING_PX
+    from figures.fig20_seven_strategies import WIDTH
+
+    figure = _figure(20)
+    for devices in (2, 4):
+        for phase in range(len(tour.FRAMES)):
+            for focus in ("all",) + tuple(tour.STRATEGIES):
+                state = figure.validate_state({**figure.default_state(), "devices": devices, "phase": phase, "focus": focus})
+                short, wide = figure.render(state, short=True), figure.render(state)
+                root = ET.fromstring(short.svg)
+                width, height = map(float, root.get("viewBox").split()[2:])
+                assert width == WIDTH and height <= SHORT_DRAWING_PX, (state, height)
+                assert f"min-width:{WIDTH}px" in root.get("style")  # labels at 11 px or more
+                assert (short.readouts, short.note, short.alt) == (wide.readouts, wide.note, wide.alt)
+                loose = [(t, box) for t, box in text_boxes(short) if any(n.text == t for n in root.findall(f"{SVG}text"))]
+                assert [t for t, box in loose if not inside(box, short)] == []
+                assert [(a, b) for i, (a, box) in enumerate(loose) for b, o in loose[i + 1:] if svg.boxes_touch(box, o)] == []

@@ -79,9 +79,11 @@ def test_a_render_or_a_press_that_raises_is_that_figures_error(monkeypatch):
 
 def test_a_layout_message_the_worker_cannot_read_changes_nothing():
     worker = Worker(lambda message: None)
-    assert worker.layout("{not json") == "" and worker.narrow is False
+    assert worker.layout("{not json") == "" and worker.screen == "wide"
+    assert worker.layout('"sideways"') == "" and worker.screen == "wide"
     assert answers_live(worker, 3)
-    assert worker.layout("true") == "" and worker.narrow is True
+    assert worker.layout("true") == "" and worker.screen == "narrow"
+    assert worker.layout('"short"') == "" and worker.screen == "short"
 
 
 def test_rendering_ahead_goes_on_when_one_figure_fails_there(monkeypatch):

@@ -92,6 +92,20 @@ def test_a_view_says_which_column_it_was_drawn_for():
     assert kept["layout"] is None and json.loads(worker.update(21, "{}", "{}", ""))["view"] == kept
 
 
+def test_a_short_screen_gets_the_short_drawings_of_the_figures_that_have_one():
+    """A phone on its side (playbook.js layoutName() "short"): a figure with a short layout
+    is rendered for it and says so; one that lays out only narrow is drawn wide there, and
+    names the page's screen all the same (the page compares it with its own)."""
+    worker = Worker(lambda message: None)
+    wide = json.loads(worker.update(20, "{}", "{}", ""))["view"]
+    worker.layout('"short"')
+    short = json.loads(worker.update(20, "{}", "{}", ""))["view"]
+    three = json.loads(worker.update(3, "{}", "{}", ""))["view"]
+    assert (wide["layout"], short["layout"], three["layout"]) == ("wide", "short", "short")
+    assert short["svg"] != wide["svg"] and short["readouts"] == wide["readouts"]
+    assert three["svg"] == registry()[3].render(registry()[3].default_state()).svg
+
+
 @pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"fig{f.number:02d}")
 def test_a_views_key_is_the_readings_that_select_exactly_its_state(figure):
     worker = Worker(lambda message: None)

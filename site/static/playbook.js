@@ -31,9 +31,12 @@ setTimeout(function (ownScript) {
   // Charts: theme, palette, plotly loading
 
   // A phone's column (figures/contract.py NARROW_MAX_PX, playbook.css): the figures that
-  // lay themselves out for it (data-lays-out-narrow) are rendered narrow.
+  // lay themselves out for it (data-lays-out-narrow) are rendered narrow. A short screen
+  // wider than that (SHORT_MAX_PX: a phone on its side): those with a short layout
+  // (data-lays-out-short) are rendered short once Python runs (none is baked).
   const narrowQuery = matchMedia("(max-width: 40rem)");
-  function layoutName() { return narrowQuery.matches ? "narrow" : "wide"; }
+  const shortQuery = matchMedia("(max-height: 32rem) and (min-width: 40.0625rem)");
+  function layoutName() { return narrowQuery.matches ? "narrow" : shortQuery.matches ? "short" : "wide"; }
   // The phone layout of the controls (a bar, the rest folded: playbook.css): a narrow
   // screen, or a short one (a phone on its side), whose drawings stay wide.
   const phoneQuery = matchMedia("(max-width: 40rem), (max-height: 32rem)");
@@ -299,11 +302,13 @@ setTimeout(function (ownScript) {
   function live() {
     if (worker.failed) return;
     progress(4);
-    call("layout", JSON.stringify(narrowQuery.matches)).catch(function () {});  // before any other call
+    call("layout", JSON.stringify(layoutName())).catch(function () {});  // before any other call
     if (worker.wentLive) return resume();  // after Retry: the figures carry on where they are
     worker.wentLive = true;
     narrowQuery.addEventListener("change", relayout);
+    shortQuery.addEventListener("change", relayout);
     figures.forEach(function (figure) { figure.live(); });
+    if (layoutName() === "short") redrawForScreen(["data-lays-out-short"]);  // the build baked them wide
     tellWatched();
     nearNumbers.forEach(function (number) {
       const figure = byNumber.get(number);
@@ -345,16 +350,21 @@ setTimeout(function (ownScript) {
     requestIdleCallback(function () { registerServiceWorker(); measureEquations(); }, { timeout: 10000 });
   }
 
-  // The column crossed the phone width (a phone turned, a window resized): the worker
-  // renders for the new width, the views kept for the old one are dropped, and each
-  // figure that lays itself out narrow is drawn again as it stands.
+  // The screen changed layout (a phone turned, a window resized): the worker renders for
+  // the new one, the views kept for the old one are dropped, and each figure that lays
+  // itself out for a screen is drawn again as it stands.
   function relayout() {
     if (worker.failed) return;
-    call("layout", JSON.stringify(narrowQuery.matches)).catch(function () {});
+    call("layout", JSON.stringify(layoutName())).catch(function () {});
+    redrawForScreen(["data-lays-out-narrow", "data-lays-out-short"]);
+  }
+
+  // Each figure with one of `attributes` drawn again for this screen, its kept views dropped.
+  function redrawForScreen(attributes) {
     const relaid = new Set();
     figures.forEach(function (figure) {
       openFolds(figure.element);
-      if (!figure.element.hasAttribute("data-lays-out-narrow")) return;
+      if (!attributes.some(function (name) { return figure.element.hasAttribute(name); })) return;
       relaid.add(String(figure.number));
       figure.dirty = true;
       figure.request();
@@ -486,7 +496,7 @@ setTimeout(function (ownScript) {
   // with the old worker is sent again), and the worker renders ahead from them.
   function resume() {
     if (worker.failed) return;
-    call("layout", JSON.stringify(narrowQuery.matches)).catch(function () {});
+    call("layout", JSON.stringify(layoutName())).catch(function () {});
     figures.forEach(function (figure) { figure.resume(); });
     tellWatched();
     root.dataset.python = "ready";
