@@ -43,6 +43,7 @@ CONTROLS = (
 PRIMARY = ("dp", "variant")
 
 WIDTH, X0, X1 = 400, 4, 396
+SHORT_GAP, SHORT_GRID_HEIGHT = 24, 48  # a short screen's two columns, and its grid's most height
 DRAWN_RANKS = 16  # ranks with a colour of their own (8 hues, the second eight lighter); the rest grey
 MAX_ROWS = 16
 CHECK, CROSS = "\u2713", "\u2717"
@@ -57,15 +58,18 @@ def _rank_colour(rank):
     return palette.rank_key(rank), (1.0 if rank < palette.RANK_COLOURS else 0.55)
 
 
-def _batch_grid(parts, state, batch, steps):
+def _batch_grid(parts, state, batch, steps, grid_height=128.0, gap=30):
     cols, rows = min(state["dp"], DRAWN_RANKS), min(state["accum"], MAX_ROWS)
-    cell_w, cell_h = min(24.0, (X1 - X0) / cols), min(14.0, 128.0 / rows)
+    cell_w, cell_h = min(24.0, (X1 - X0) / cols), min(14.0, grid_height / rows)
     top = 80
     share = (f"an epoch of {state['dataset']} samples takes {fmt.decimal(steps)} steps" if steps >= 1 else
-             f"one step = {fmt.decimal(1 / steps)} epochs of the {state['dataset']} samples")
+             f"one step = {fmt.decimal(1 / steps)} epochs of {state['dataset']} samples")
+    product = f"{state['micro']} \u00d7 {state['accum']} \u00d7 {state['dp']} = {fmt.count(batch)} samples"
+    title = f"One step: {product}"
+    if svg.text_width(title, svg.COMPACT_LABEL, bold=True) > X1:  # (64 x 64 x 1,024 ran past the drawing's edge)
+        title = product  # the line under it starts "one step = ..." there
     parts += [
-        svg.text(0, 14, f"One step: {state['micro']} \u00d7 {state['accum']} \u00d7 {state['dp']} = "
-                        f"{fmt.count(batch)} samples", class_="svg-label svg-strong"),
+        svg.text(0, 14, title, class_="svg-label svg-strong"),
         svg.text(0, 33, share, class_="svg-label" if steps >= 1 else "svg-label svg-strong",
                  style=None if steps >= 1 else "fill:var(--c-warn)"),
         svg.text(0, 51, f"a cell: a microbatch of {state['micro']}; a column: a rank;", class_="svg-label-soft"),
@@ -83,14 +87,16 @@ def _batch_grid(parts, state, batch, steps):
         bottom += 12
     hidden = [f"{state['dp'] - cols} more ranks"] * (state["dp"] > cols)
     hidden += [f"{state['accum'] - rows} more steps"] * (state["accum"] > rows)
-    if hidden:
-        parts.append(svg.text(X0 + cols * cell_w + 6 if cols * cell_w < 200 else X0, bottom + 20,
-                              f"not drawn: {' and '.join(hidden)}", class_="svg-label-soft"))
+    if hidden:  # beside the grid where it fits (it ran past the drawing's edge at 8 ranks), else under it
+        words = f"not drawn: {' and '.join(hidden)}"
+        beside = X0 + cols * cell_w + 6
+        fits = beside + svg.text_width(words, svg.COMPACT_LABEL) <= X1
+        parts.append(svg.text(beside if fits else X0, bottom + 20, words, class_="svg-label-soft"))
         bottom += 22
-    return bottom + 30
+    return bottom + gap
 
 
-def _strips(parts, state, audit, top):
+def _strips(parts, state, audit, top, with_legend=True):
     """Each epoch's strip: cells as bars on lanes (svg.lanes, x in cells), one path per colour for
     all epochs; a label's worth of empty lanes above each epoch's block."""
     size = state["dataset"]
@@ -127,6 +133,13 @@ def _strips(parts, state, audit, top):
     if numbered:
         parts.append(svg.numerals(numbered, class_="op-label on-warn"))
     y = y0 + len(audit.strips) * block * row_h
+    if not with_legend:
+        return y + 12
+    return _strip_legend(parts, state, audit, y)
+
+
+def _strip_legend(parts, state, audit, y):
+    """What the strips' colours leave unsaid (grey ranks, padding), from ``y``; returns the bottom."""
     legend = [f"ranks {DRAWN_RANKS} to {state['dp'] - 1} in grey"] * (state["dp"] > DRAWN_RANKS)
     if audit.padding_draws and state["variant"] == "correct":
         legend.append(f"{fmt.count(audit.padding_draws)} repeats are padding (ranks > samples)")
@@ -166,15 +179,27 @@ def _audit(dataset, dp, epochs, variant):
     return sampler.sampler_audit(dataset, dp, epochs, variant=variant)
 
 
-def render(state):
+def render(state, short=False):
     batch = sampler.global_batch_samples(state["micro"], state["accum"], state["dp"])
     steps = sampler.steps_per_epoch(state["dataset"], state["micro"], state["accum"], state["dp"])
     audit = _audit(state["dataset"], state["dp"], state["epochs"], state["variant"])
     parts = []
-    bottom = _batch_grid(parts, state, batch, steps)
-    bottom = _strips(parts, state, audit, bottom)
-    height = _dashboard(parts, state, audit, batch, bottom)
-    drawing = svg.document(WIDTH, height, parts, class_="svg-compact",
+    if short:  # a phone on its side: the step (its grid shorter) and the dashboard beside the strips
+        left = _dashboard(parts, state, audit, batch, _batch_grid(parts, state, batch, steps, SHORT_GRID_HEIGHT, gap=24))
+        strips = []
+        right = _strips(strips, state, audit, 14, with_legend=False)
+        if right <= left:  # the strips' words under whichever column ends first
+            right = _strip_legend(strips, state, audit, right - 10)
+        else:
+            left = _strip_legend(parts, state, audit, left - 10)
+        height = max(left, right)
+        parts.append(svg.group(strips, transform=f"translate({WIDTH + SHORT_GAP} 0)"))
+        width = 2 * WIDTH + SHORT_GAP
+    else:
+        bottom = _batch_grid(parts, state, batch, steps)
+        bottom = _strips(parts, state, audit, bottom)
+        height, width = _dashboard(parts, state, audit, batch, bottom), WIDTH
+    drawing = svg.document(width, height, parts, class_="svg-compact",
                            label="The global batch as a grid of microbatches, and the dataset as strips coloured by rank")
     readouts = (
         Readout("global_batch", "samples per optimizer step", fmt.count(batch), batch),

@@ -5,6 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from figures import registry
 from models import ddp, hardware, memory, overlap, sampler
 from tests.figure_views import SVG, inside, overlap as boxes_overlap, paths, readouts, rectangles, render, text_boxes, texts, values
 
@@ -39,7 +40,7 @@ def test_04_the_default_dataset_is_many_steps_long_and_a_step_larger_than_it_say
     assert "an epoch of 128 samples takes 8 steps" in texts(default) and not default.note
     _, big = render(4, micro=4, accum=8, dp=64)
     assert values(big)["steps_per_epoch"] == 1 / 16 and "16 epochs" in readouts(big)["steps_per_epoch"].text
-    assert "one step = 16 epochs of the 128 samples" in texts(big) and "spans 16 epochs" in big.note
+    assert "one step = 16 epochs of 128 samples" in texts(big) and "spans 16 epochs" in big.note
     assert sampler.steps_per_epoch(100, 2, 3, 8) == 13 / 6  # ceil(100 / 8) per rank, 6 a step
 
 
@@ -285,3 +286,71 @@ def test_round_ticks_and_time_axis():
     assert (fmt.data_size(4.5875e14), fmt.data_size(2.5e7), fmt.data_size(1e12), fmt.data_size(2.5e10)) == ("459 TB", "25 MB", "1 TB", "25 GB")
     assert (fmt.data_size(999.96e12), fmt.data_size(1e15), fmt.data_size(6.5536e16)) == ("1 PB", "1 PB", "65.5 PB")
     assert fmt.count(2048) == "2,048"
+
+
+# Figure 04 on a phone on its side (issue 43.5): at 844 x 390 its drawing (345 px) ran past
+# the screen under its bar (111 px, two rows). Short, the step and the dashboard stand beside
+# the strips; every state fits the room a two-row bar leaves.
+SIDEWAYS_SCREEN_PX, FIG04_SIDEWAYS_BAR_PX = 390, 111
+
+
+def _fig04_states():
+    import random
+
+    figure = registry()[4]
+    base = figure.default_state()
+    states = [base] + [figure.validate_state(values) for _, values in figure.tries]
+    states += [figure.validate_state({**base, c.key: v}) for c in figure.controls for v in c.values]
+    pick = random.Random(4)
+    states += [figure.validate_state({c.key: pick.choice(c.values) for c in figure.controls}) for _ in range(200)]
+    return figure, states
+
+
+def test_figure_04_on_a_phone_on_its_side_fits_under_its_bar_in_every_state():
+    import re
+    import xml.etree.ElementTree as ET
+
+    from figures import svg as svg_module
+    from figures.contract import SHORT_DRAWING_PX
+
+    figure, states = _fig04_states()
+    assert figure.lays_out_short
+    tallest = 0.0
+    for state in states:
+        short, wide = figure.render(state, short=True), figure.render(state)
+        root = ET.fromstring(short.svg)
+        width, height = map(float, root.get("viewBox").split()[2:])
+        min_width = float(re.search(r"min-width:([\d.]+)px", root.get("style")).group(1))
+        tallest = max(tallest, height * min_width / width)
+        assert min_width <= 740  # the column at 844 px: nothing scrolls sideways
+        assert (short.readouts, short.note, short.alt) == (wide.readouts, wide.note, wide.alt)
+        # the texts of each column (the strips' are translated) stay inside it and apart
+        [strips] = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if (g.get("transform") or "").startswith("translate(")]
+        offset = float(re.match(r"translate\(([\d.]+)", strips.get("transform")).group(1))
+        inside_strips = set(strips.iter())
+        boxes = []
+        for node in root.iter("{http://www.w3.org/2000/svg}text"):
+            size, bold = svg_module.label_size(node.get("class"), compact=True)
+            shift = offset if node in inside_strips else 0.0
+            for line in [node.text or ""]:
+                box = svg_module.text_box(float(node.get("x")) + shift, float(node.get("y")), line, size,
+                                          node.get("text-anchor") or "start", bold)
+                boxes.append((line, box))
+        assert [t for t, (x, y, w, h) in boxes if x < -0.5 or x + w > width + 0.5 or y + h > height + 0.5] == [], state
+        touching = {(a, b) for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1:] if svg_module.boxes_touch(box, other)}
+        wide_boxes = text_boxes(wide)  # no pair that the wide drawing keeps apart (its dashboard's own are its own)
+        assert touching <= {(a, b) for i, (a, box) in enumerate(wide_boxes) for b, other in wide_boxes[i + 1:]
+                            if svg_module.boxes_touch(box, other)}, state
+    assert FIG04_SIDEWAYS_BAR_PX + tallest <= SIDEWAYS_SCREEN_PX, tallest
+    assert tallest <= SHORT_DRAWING_PX
+
+
+def test_figure_04_step_title_stays_inside_the_drawing():
+    """At 64 x 64 x 1,024 the title "One step: ... = 4,194,304 samples" ran 54 units past the
+    drawing's right edge (clipped): there it drops "One step: " (the next line says it). Its
+    next line ("one step = 4096 epochs of the 512 samples") and "not drawn: 16 more steps"
+    beside an 8-rank grid ran past it too."""
+    figure, states = _fig04_states()
+    for state in states + [figure.validate_state({**figure.default_state(), "micro": 64, "accum": 64, "dp": 1024})]:
+        view = figure.render(state)
+        assert [t for t, box in text_boxes(view) if not inside(box, view)] == [], state

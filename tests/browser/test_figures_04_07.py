@@ -48,7 +48,7 @@ def test_figure_04_a_step_bigger_than_the_dataset_says_so(session):
     for key, value in (("micro", 4), ("accum", 8), ("dp", 64)):
         shown = move_and_check(page, figure, state, key, value)
     assert shown["global_batch"]["value"] == 2048 and shown["steps_per_epoch"]["value"] == 1 / 16
-    assert "one step = 16 epochs of the 128 samples" in page.text_content("#fig-04 [data-role=view] svg")
+    assert "one step = 16 epochs of 128 samples" in page.text_content("#fig-04 [data-role=view] svg")
     for key in ("micro", "accum", "dp"):
         move_and_check(page, figure, state, key, figure.default_state()[key])
 
