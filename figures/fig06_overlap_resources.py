@@ -40,6 +40,7 @@ PRIMARY = ("comm_mb", "channels")  # what the collective moves, and the SMs its 
 WIDTH, X0, X1 = 400, 4, 392
 GAUGE_TOP, GAUGE_PITCH, BAR = 26, 68, 19
 LANES_TOP, LANE_PITCH, LANE = 264, 76, 18
+SHORT_GAP = 24  # between the gauges and the timelines on a short screen (a phone on its side)
 
 
 def _gauges(parts, r, state, hbm_bps):
@@ -111,15 +112,21 @@ def _timeline(parts, r, state):
     return axis_y + 46
 
 
-def render(state):
+def render(state, short=False):
     gpu = hardware.gpu(GPU_BY_SMS[state["sms"]])
     r = overlap.three_resource_overlap(
         state["compute_ms"] / 1e3, state["comm_mb"] * 1e6, state["bw_GBps"] * 1e9, channels=state["channels"],
         sm_count=state["sms"], mem_bound=state["mem_bound"], hbm_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s)
-    parts = []
+    parts, timelines = [], []
     _gauges(parts, r, state, gpu.hbm_bandwidth_bytes_per_s)
-    height = _timeline(parts, r, state)
-    drawing = svg.document(WIDTH, height, parts, class_="svg-compact",
+    height, width = _timeline(timelines, r, state), WIDTH
+    if short:  # a phone on its side: the timelines beside the gauges, their tops level
+        lift = LANES_TOP - GAUGE_TOP - 16
+        parts.append(svg.group(timelines, transform=f"translate({WIDTH + SHORT_GAP} {-lift})"))
+        height, width = max(GAUGE_TOP + 3 * GAUGE_PITCH, height - lift), 2 * WIDTH + SHORT_GAP
+    else:
+        parts += timelines
+    drawing = svg.document(width, height, parts, class_="svg-compact",
                            label="Three gauges of what an overlapped collective takes, and the step it leaves")
     res = r.result
     readouts = (

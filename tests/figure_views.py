@@ -186,3 +186,56 @@ def marks_through_labels(view, skip=("svg-axis",), inset=1.5):
             if hit:
                 found.append((node.text, css))
     return found
+
+
+def placed_text_boxes(view):
+    """``text_boxes``, each moved by the ``translate(x y)`` of the groups it sits in (a short
+    layout sets a column beside another by translating it)."""
+    import re
+
+    from figures import svg
+
+    root = ET.fromstring(view.svg)
+    compact = "svg-compact" in (root.get("class") or "").split()
+    found = []
+
+    def walk(node, dx, dy):
+        moved = re.match(r"translate\(([-\d.]+)[ ,]+([-\d.]+)\)$", node.get("transform") or "")
+        if moved:
+            dx, dy = dx + float(moved.group(1)), dy + float(moved.group(2))
+        if node.tag == SVG + "text":
+            size, bold = svg.label_size(node.get("class"), compact)
+            found.append((node.text, svg.text_box(float(node.get("x")) + dx, float(node.get("y")) + dy, node.text or "",
+                                                  size, node.get("text-anchor") or "start", bold)))
+        for child in node:
+            walk(child, dx, dy)
+
+    walk(root, 0.0, 0.0)
+    return found
+
+
+def short_layout_faults(figure, state):
+    """What a short view (a phone on its side) of ``state`` gets wrong, and its height on
+    screen at its min-width: ``(px, problems)``. Problems: a text outside the drawing, two
+    texts touching that the wide view keeps apart, a min-width wider than the column at
+    844 px, or anything the wide view says that the short one does not."""
+    import re
+
+    from figures import svg
+
+    short, wide = figure.render(state, short=True), figure.render(state)
+    root = ET.fromstring(short.svg)
+    width, height = map(float, root.get("viewBox").split()[2:])
+    min_width = float(re.search(r"min-width:([\d.]+)px", root.get("style")).group(1))
+    problems = []
+    if min_width > 740:
+        problems.append(f"min-width {min_width}")
+    if (short.readouts, short.note, short.alt, short.html) != (wide.readouts, wide.note, wide.alt, wide.html):
+        problems.append("says other things than the wide view")
+    boxes = placed_text_boxes(short)
+    problems += [f"outside: {t}" for t, (x, y, w, h) in boxes if x < -0.5 or x + w > width + 0.5 or y < -0.5 or y + h > height + 0.5]
+    wide_boxes = placed_text_boxes(wide)
+    kept_apart = {(a, b) for i, (a, box) in enumerate(wide_boxes) for b, other in wide_boxes[i + 1:] if svg.boxes_touch(box, other)}
+    problems += [f"touching: {a} / {b}" for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1:]
+                 if svg.boxes_touch(box, other) and (a, b) not in kept_apart]
+    return height * min_width / width, problems

@@ -307,42 +307,45 @@ def _fig04_states():
 
 
 def test_figure_04_on_a_phone_on_its_side_fits_under_its_bar_in_every_state():
-    import re
-    import xml.etree.ElementTree as ET
-
-    from figures import svg as svg_module
     from figures.contract import SHORT_DRAWING_PX
+    from tests.figure_views import short_layout_faults
 
     figure, states = _fig04_states()
     assert figure.lays_out_short
     tallest = 0.0
     for state in states:
-        short, wide = figure.render(state, short=True), figure.render(state)
-        root = ET.fromstring(short.svg)
-        width, height = map(float, root.get("viewBox").split()[2:])
-        min_width = float(re.search(r"min-width:([\d.]+)px", root.get("style")).group(1))
-        tallest = max(tallest, height * min_width / width)
-        assert min_width <= 740  # the column at 844 px: nothing scrolls sideways
-        assert (short.readouts, short.note, short.alt) == (wide.readouts, wide.note, wide.alt)
-        # the texts of each column (the strips' are translated) stay inside it and apart
-        [strips] = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if (g.get("transform") or "").startswith("translate(")]
-        offset = float(re.match(r"translate\(([\d.]+)", strips.get("transform")).group(1))
-        inside_strips = set(strips.iter())
-        boxes = []
-        for node in root.iter("{http://www.w3.org/2000/svg}text"):
-            size, bold = svg_module.label_size(node.get("class"), compact=True)
-            shift = offset if node in inside_strips else 0.0
-            for line in [node.text or ""]:
-                box = svg_module.text_box(float(node.get("x")) + shift, float(node.get("y")), line, size,
-                                          node.get("text-anchor") or "start", bold)
-                boxes.append((line, box))
-        assert [t for t, (x, y, w, h) in boxes if x < -0.5 or x + w > width + 0.5 or y + h > height + 0.5] == [], state
-        touching = {(a, b) for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1:] if svg_module.boxes_touch(box, other)}
-        wide_boxes = text_boxes(wide)  # no pair that the wide drawing keeps apart (its dashboard's own are its own)
-        assert touching <= {(a, b) for i, (a, box) in enumerate(wide_boxes) for b, other in wide_boxes[i + 1:]
-                            if svg_module.boxes_touch(box, other)}, state
-    assert FIG04_SIDEWAYS_BAR_PX + tallest <= SIDEWAYS_SCREEN_PX, tallest
-    assert tallest <= SHORT_DRAWING_PX
+        px, problems = short_layout_faults(figure, state)
+        assert problems == [], state
+        tallest = max(tallest, px)
+    assert FIG04_SIDEWAYS_BAR_PX + tallest <= SIDEWAYS_SCREEN_PX and tallest <= SHORT_DRAWING_PX, tallest
+
+
+def _sweep(number, randoms=200):
+    import random
+
+    figure = registry()[number]
+    base = figure.default_state()
+    states = [base] + [figure.validate_state(values) for _, values in figure.tries]
+    states += [figure.validate_state({**base, c.key: v}) for c in figure.controls for v in getattr(c, "values", ())]
+    pick = random.Random(number)
+    states += [figure.validate_state({c.key: pick.choice(c.values) for c in figure.controls if hasattr(c, "values")})
+               for _ in range(randoms)]
+    return figure, states
+
+
+def test_figure_06_on_a_phone_on_its_side_sets_the_timelines_beside_the_gauges():
+    """Issue 43.5 at 844 x 390: 401 px under a 111 px bar. Short, the timelines stand beside
+    the gauges, their tops level: every state fits the room the two-row bar leaves."""
+    from figures.contract import SHORT_DRAWING_PX
+    from tests.figure_views import short_layout_faults
+
+    figure, states = _sweep(6)
+    tallest = 0.0
+    for state in states:
+        px, problems = short_layout_faults(figure, state)
+        assert problems == [], state
+        tallest = max(tallest, px)
+    assert 111 + tallest <= SIDEWAYS_SCREEN_PX and tallest <= SHORT_DRAWING_PX, tallest
 
 
 def test_figure_04_step_title_stays_inside_the_drawing():
