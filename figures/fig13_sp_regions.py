@@ -147,18 +147,21 @@ def _strip(ink, t, sp, kept, narrow):
     return y + 16 if narrow else 26 + 2 * 92  # where a third row of boxes would start
 
 
-def _bytes(ink, layer, comm, sp, recompute, below, width):
+def _bytes(ink, layer, comm, sp, recompute, below, width, beside=False):
     """The bytes kept for the backward pass and sent in the forward pass, with SP and
-    without (the chosen layout's outlined), under ``below``, in ``width``. Returns the
-    drawing's height."""
+    without (the chosen layout's outlined), under ``below``, in ``width`` (``beside``: the two
+    side by side, each in half of it). Returns the drawing's height."""
+    kept_width = (width - 12) / 2 if beside else width
     lines = ["kept for backward per layer, per device"]
     if recompute != "none":  # on the heading's line where it fits (wide), else under it
         lines.append(f"({recompute} recompute)")
-        if svg.text_width(" ".join(lines), svg.LABEL_SIZES["svg-label"]) <= width - LEFT:
+        if svg.text_width(" ".join(lines), svg.LABEL_SIZES["svg-label"]) <= kept_width - LEFT:
             lines = [" ".join(lines)]
+    if beside:  # half the width: the heading wrapped to it
+        lines = svg.wrap(" ".join(lines), kept_width - LEFT, svg.LABEL_SIZES["svg-label"])
     top = below - 8 + 16 * len(lines)  # 218 in the wide drawing: one heading line under the strips
     ink.heads += [(LEFT, top - 10 - 16 * (len(lines) - 1 - n), line) for n, line in enumerate(lines)]
-    scale = (width - LEFT - 150) / max(layer[False].total_bytes, 1.0)
+    scale = (kept_width - LEFT - 150) / max(layer[False].total_bytes, 1.0)
     for i, v in enumerate((False, True)):
         y, x = top + i * 30, LEFT + 64
         ink.soft.append((LEFT + 30, y + 15, "with SP" if v else "TP only"))
@@ -171,17 +174,18 @@ def _bytes(ink, layer, comm, sp, recompute, below, width):
         ink.soft.append((x + 34, y + 15, fmt.data_size(layer[v].total_bytes)))
         if v == sp:
             ink.outlines.append((LEFT + 64, y, x - LEFT - 64, 20))
-    y = top + 70
-    ink.heads.append((LEFT, y, "sent per device in the forward pass"))
+    x0, y = (kept_width + 12, top - 10 - 16 * (len(lines) - 1)) if beside else (0, top + 70)
+    ink.heads.append((x0 + LEFT, y, "sent per device, forward pass" if beside else "sent per device in the forward pass"))
+    y = max(y, top - 10) if beside else y  # its bars level with the kept bytes' where the heading wraps
     for i, v in enumerate((False, True)):
-        length = comm[v] / max(comm[False], 1.0) * (width - LEFT - 150)
-        ink.fills.setdefault("comm", []).append((LEFT + 64, y + 10 + i * 22, length, 14))
-        ink.soft.append((LEFT + 30, y + 22 + i * 22, "with SP" if v else "TP only"))
-        ink.soft.append((LEFT + 98 + length, y + 22 + i * 22, fmt.data_size(comm[v]) if comm[v] else "none"))
-    return top + 128
+        length = comm[v] / max(comm[False], 1.0) * (kept_width - LEFT - 150)
+        ink.fills.setdefault("comm", []).append((x0 + LEFT + 64, y + 10 + i * 22, length, 14))
+        ink.soft.append((x0 + LEFT + 30, y + 22 + i * 22, "with SP" if v else "TP only"))
+        ink.soft.append((x0 + LEFT + 98 + length, y + 22 + i * 22, fmt.data_size(comm[v]) if comm[v] else "none"))
+    return top + 58 if beside else top + 128
 
 
-def render(state, narrow=False):
+def render(state, narrow=False, short=False):
     t, s, b, h, a, sp, recompute = (state[k] for k in ("t", "s", "b", "h", "a", "sp", "recompute"))
     kept = {"sp": "s/t \u00d7 h" if sp and t > 1 else "s \u00d7 h, whole", "tp": "s \u00d7 h/t" if t > 1 else "s \u00d7 h"}
     layer = {v: activations.layer_activations(s, b, h, a, tp=t, sequence_parallel=v, recompute=recompute)
@@ -191,7 +195,8 @@ def render(state, narrow=False):
     strip = _Ink()
     bars = _Ink() if narrow else strip  # wide: one ink, drawn in the order it always was
     below = _strip(strip, t, sp, kept, narrow)
-    height = _bytes(bars, layer, comm, sp, recompute, below, NARROW_WIDTH if narrow else WIDTH)
+    # a phone on its side (short): the kept and the sent bytes side by side under the strips
+    height = _bytes(bars, layer, comm, sp, recompute, below, NARROW_WIDTH if narrow else WIDTH, beside=short and not narrow)
     if narrow:  # the key: both strips, what each region holds and the collectives between them
         parts = [svg.group(strip.parts(), class_=svg.KEY), *bars.parts()]
     else:

@@ -239,3 +239,18 @@ def short_layout_faults(figure, state):
     problems += [f"touching: {a} / {b}" for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1:]
                  if svg.boxes_touch(box, other) and (a, b) not in kept_apart]
     return height * min_width / width, problems
+
+
+def sweep_states(number, randoms=200):
+    """Figure ``number`` and its states worth checking: the default, its tries, every value
+    of each control, and ``randoms`` random states (seeded by the number)."""
+    import random
+
+    figure = registry()[number]
+    base = figure.default_state()
+    states = [base] + [figure.validate_state(values) for _, values in figure.tries]
+    states += [figure.validate_state({**base, c.key: v}) for c in figure.controls for v in getattr(c, "values", ())]
+    pick = random.Random(number)
+    states += [figure.validate_state({c.key: pick.choice(c.values) for c in figure.controls if hasattr(c, "values")})
+               for _ in range(randoms)]
+    return figure, states

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from figures import registry
+from tests.figure_views import sweep_states
 from models import ddp, hardware, memory, overlap, sampler
 from tests.figure_views import SVG, inside, overlap as boxes_overlap, paths, readouts, rectangles, render, text_boxes, texts, values
 
@@ -320,26 +321,13 @@ def test_figure_04_on_a_phone_on_its_side_fits_under_its_bar_in_every_state():
     assert FIG04_SIDEWAYS_BAR_PX + tallest <= SIDEWAYS_SCREEN_PX and tallest <= SHORT_DRAWING_PX, tallest
 
 
-def _sweep(number, randoms=200):
-    import random
-
-    figure = registry()[number]
-    base = figure.default_state()
-    states = [base] + [figure.validate_state(values) for _, values in figure.tries]
-    states += [figure.validate_state({**base, c.key: v}) for c in figure.controls for v in getattr(c, "values", ())]
-    pick = random.Random(number)
-    states += [figure.validate_state({c.key: pick.choice(c.values) for c in figure.controls if hasattr(c, "values")})
-               for _ in range(randoms)]
-    return figure, states
-
-
 def test_figure_06_on_a_phone_on_its_side_sets_the_timelines_beside_the_gauges():
     """Issue 43.5 at 844 x 390: 401 px under a 111 px bar. Short, the timelines stand beside
     the gauges, their tops level: every state fits the room the two-row bar leaves."""
     from figures.contract import SHORT_DRAWING_PX
     from tests.figure_views import short_layout_faults
 
-    figure, states = _sweep(6)
+    figure, states = sweep_states(6)
     tallest = 0.0
     for state in states:
         px, problems = short_layout_faults(figure, state)

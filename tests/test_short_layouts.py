@@ -1,0 +1,26 @@
+"""A phone on its side (844 x 390, issue 43.5): each figure with a short layout
+(``render(state, short=True)``) fits the room its bar leaves there, in every state worth
+checking, with its texts inside and apart and the same words as its wide view. Figures 04,
+06 and 20 have their own tests beside their other checks."""
+import pytest
+
+from figures.contract import SHORT_DRAWING_PX
+from tests.figure_views import short_layout_faults, sweep_states
+
+SCREEN_PX = 390
+# each figure's bar at 844 x 390 (measured: one row 62 px, two rows 111 px), and what its
+# wide drawing needed there before (px on screen)
+SHORT = {13: (62, 346)}
+
+
+@pytest.mark.parametrize("number", sorted(SHORT))
+def test_the_short_drawing_fits_under_the_bar_in_every_state(number):
+    bar_px, _ = SHORT[number]
+    figure, states = sweep_states(number)
+    assert figure.lays_out_short
+    tallest = 0.0
+    for state in states:
+        px, problems = short_layout_faults(figure, state)
+        assert problems == [], state
+        tallest = max(tallest, px)
+    assert bar_px + tallest <= SCREEN_PX and tallest <= SHORT_DRAWING_PX, tallest
