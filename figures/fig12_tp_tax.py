@@ -40,7 +40,9 @@ CONTROLS = (
 PRIMARY = ("T", "gpus")  # the bar to read, and where the node edge falls
 
 WIDTH, LEFT, TOP, PLOT_HEIGHT = 460, 64, 30, 250
-SLOT = (WIDTH - LEFT - 8) / len(DEGREES)
+# a phone on its side (render(short=True)): the columns spread wider and shorter, so the
+# chart and its note fit under a two-row bar at 844 x 390
+SHORT_WIDTH, SHORT_PLOT_HEIGHT, SHORT_TOP = 720, 136, 44  # (a row of its own over the columns' times)
 BAR = 34
 # On a phone (render(narrow=True)) the bars lie down: one row per T, time across, the node
 # edge a dashed line between two rows with its two fabrics named above and below it.
@@ -76,16 +78,19 @@ def _lines(content, width, size):
     return svg.wrap(content, width, size, keep=svg.with_its_unit, even=True)
 
 
-def _columns(times, chosen, intra, network):
-    """The wide drawing: a column per T, time up. Returns its parts and height."""
+def _columns(times, chosen, intra, network, width=WIDTH, plot_height=PLOT_HEIGHT, top=TOP, names_y=None):
+    """The wide drawing: a column per T, time up, ``width`` wide with a plot ``plot_height``
+    tall, the fabrics' names at ``names_y`` (default: just over the plot). Returns its parts and height."""
+    names_y = top - 10 if names_y is None else names_y
+    slot = (width - LEFT - 8) / len(DEGREES)
     step = svg.ticks(0, max(t.layer_s for t in times), 6)[1]  # a round grid step, five or fewer to the top
     top_s = step * math.ceil(max(t.layer_s for t in times) / step)
-    scale = PLOT_HEIGHT / top_s
-    base = TOP + PLOT_HEIGHT
+    scale = plot_height / top_s
+    base = top + plot_height
     segments = {}
     labels, hits = [], []
     for i, t in enumerate(times):
-        x = LEFT + i * SLOT + (SLOT - BAR) / 2
+        x = LEFT + i * slot + (slot - BAR) / 2
         faded = "" if t.tp == chosen.tp else "-faded"
         y = base
         for key, seconds in _stack(t):
@@ -94,30 +99,30 @@ def _columns(times, chosen, intra, network):
         labels.append((x + BAR / 2, y - 5, fmt.duration(t.layer_s)))
         labels.append((x + BAR / 2, base + 16, f"T = {t.tp}"))
         labels.append((x + BAR / 2, base + 31, fmt.percent(t.gemm_efficiency, 0)))
-        hits.append((x - 4, TOP - 16, BAR + 8, base - TOP + 52, f"T={t.tp}", f"show T = {t.tp}"))
-    parts = [svg.segments([(LEFT, base - v * scale, WIDTH - 8, base - v * scale)
+        hits.append((x - 4, top - 16, BAR + 8, base - top + 52, f"T={t.tp}", f"show T = {t.tp}"))
+    parts = [svg.segments([(LEFT, base - v * scale, width - 8, base - v * scale)
                            for v in (k * step for k in range(int(round(top_s / step)) + 1))], class_="svg-axis"),
              svg.texts(((LEFT - 6, base - k * step * scale + 4, _tick(k * step, top_s))
                         for k in range(int(round(top_s / step)) + 1)), class_="svg-label-soft", text_anchor="end")]
     parts += _fills(segments)
     inside = [t.tp for t in times if not t.crosses_node]
-    x = LEFT + DEGREES.index(chosen.tp) * SLOT + (SLOT - BAR) / 2
+    x = LEFT + DEGREES.index(chosen.tp) * slot + (slot - BAR) / 2
     parts.append(svg.boxes([(x, base - chosen.layer_s * scale, BAR, chosen.layer_s * scale)], fill="none",
                            class_="svg-ink-stroke" if len(inside) < len(DEGREES) else f"svg-ink-stroke {svg.KEY}",
                            stroke_width=1.5))
     parts.append(svg.texts(labels, class_="svg-label", text_anchor="middle"))
     parts.append(svg.text(0, base + 31, "GEMM eff.", class_="svg-label-soft"))
     if len(inside) < len(DEGREES):  # the node boundary, between the last T that fits and the first that does not
-        edge = LEFT + len(inside) * SLOT
-        parts.append(svg.segments([(edge, TOP - 20, edge, base + 36)], class_=f"svg-ink-stroke {svg.KEY}",
+        edge = LEFT + len(inside) * slot
+        parts.append(svg.segments([(edge, names_y - 10, edge, base + 36)], class_=f"svg-ink-stroke {svg.KEY}",
                                   stroke_dasharray="4 3"))
-        parts.append(svg.text(edge - 6, TOP - 10, f"< {intra}", class_="svg-label-soft", text_anchor="end"))
+        parts.append(svg.text(edge - 6, names_y, f"< {intra}", class_="svg-label-soft", text_anchor="end"))
         beyond = f"{network} >"  # named in full where it fits right of the edge, else "network"
-        if edge + 6 + svg.text_width(beyond, svg.LABEL_SIZES["svg-label-soft"]) > WIDTH:
+        if edge + 6 + svg.text_width(beyond, svg.LABEL_SIZES["svg-label-soft"]) > width:
             beyond = "network >"
-        parts.append(svg.text(edge + 6, TOP - 10, beyond, class_="svg-label-soft"))
+        parts.append(svg.text(edge + 6, names_y, beyond, class_="svg-label-soft"))
     else:
-        parts.append(svg.text(LEFT, TOP - 10, f"every T up to 64 fits in one {intra} domain", class_="svg-label"))
+        parts.append(svg.text(LEFT, names_y, f"every T up to 64 fits in one {intra} domain", class_="svg-label"))
     parts.append(svg.hit_areas(hits, class_="svg-hit"))
     return parts, base + 44
 
@@ -192,18 +197,22 @@ def _domain_note(state, domain, intra):
             f"drawn at {domain}{rack}.")
 
 
-def render(state, narrow=False):
+def render(state, narrow=False, short=False):
     intra = hardware.LINKS[hardware.gpu(state["gpu"]).scale_up_link].short_name
     domain = hardware.scale_up_domain(state["gpu"], state["gpus"])
     times = [tensor.tp_layer_time(state["micro"], state["seq"], state["hidden"], t, gpu=state["gpu"],
                                   gpus_per_node=domain, inter_link=state["inter"]) for t in DEGREES]
     chosen = times[DEGREES.index(state["T"])]
     network = hardware.LINKS[state["inter"]].short_name
-    parts, height = (_rows if narrow else _columns)(times, chosen, intra, network)
+    width = ROWS_WIDTH if narrow else SHORT_WIDTH if short else WIDTH
+    if narrow:
+        parts, height = _rows(times, chosen, intra, network)
+    else:
+        parts, height = _columns(times, chosen, intra, network, *((width, SHORT_PLOT_HEIGHT, SHORT_TOP, SHORT_TOP - 26) if short else ()))
     note = _domain_note(state, domain, intra)
     if note:  # under the chart, in full: the control the reader moved did not do what its label says
         size = svg.LABEL_SIZES["svg-label"]
-        lines = _lines(note, (ROWS_WIDTH if narrow else WIDTH) - 4, size)
+        lines = _lines(note, width - 4, size)
         parts.append(svg.texts(((0, height + 6 + 16 * i, line) for i, line in enumerate(lines)), class_="svg-label"))
         height += 12 + 16 * len(lines)
     readouts = (
@@ -227,5 +236,5 @@ def render(state, narrow=False):
            + f". At T = {chosen.tp}, {fmt.percent(chosen.comm_fraction)} of it is AllReduce "
            + (f"on the network ({network})." if chosen.crosses_node else f"inside the node ({intra}).")
            + (f" {note}" if note else ""))
-    return View(svg=svg.document(ROWS_WIDTH if narrow else WIDTH, height, parts, label=alt, class_="svg-narrow"),
+    return View(svg=svg.document(width, height, parts, label=alt, class_="svg-narrow"),
                 readouts=readouts, alt=alt)

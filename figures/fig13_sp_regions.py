@@ -158,7 +158,7 @@ def _bytes(ink, layer, comm, sp, recompute, below, width, beside=False):
         if svg.text_width(" ".join(lines), svg.LABEL_SIZES["svg-label"]) <= kept_width - LEFT:
             lines = [" ".join(lines)]
     if beside:  # half the width: the heading wrapped to it
-        lines = svg.wrap(" ".join(lines), kept_width - LEFT, svg.LABEL_SIZES["svg-label"])
+        lines = svg.wrap(" ".join(lines), kept_width - LEFT, svg.LABEL_SIZES["svg-label"], even=True)
     top = below - 8 + 16 * len(lines)  # 218 in the wide drawing: one heading line under the strips
     ink.heads += [(LEFT, top - 10 - 16 * (len(lines) - 1 - n), line) for n, line in enumerate(lines)]
     scale = (kept_width - LEFT - 150) / max(layer[False].total_bytes, 1.0)
