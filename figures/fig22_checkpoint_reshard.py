@@ -63,6 +63,10 @@ class _Layout:
 
 WIDE = _Layout()
 NARROW = _Layout(width=320, left=52, right=8, gap=6, plot_left=62, legend=True, wrap=True, new_ranks="new\nranks")
+# a phone on its side (render(short=True)): the geometry and the write times side by side,
+# each a column laid out as a phone's, in a drawing as wide as a 844 px screen's column
+SHORT_COLUMN, SHORT_GAP = 352, 16
+SHORT = _Layout(width=SHORT_COLUMN, left=70, right=8, plot_left=62, legend=True, wrap=True, new_ranks="new\nranks")
 
 
 def _lines(layout, content, size=12.0, bold=False):
@@ -221,17 +225,23 @@ def _write_panel(layout, state, top):
     return parts + times, bottom + 20 + 15 * (count - 1)
 
 
-def render(state, narrow=False):
-    layout = NARROW if narrow else WIDE
+def render(state, narrow=False, short=False):
+    layout = NARROW if narrow else SHORT if short else WIDE
     saved = checkpoint.ShardLayout(state["src"] if state["mode"] == "sharded" else 1)
     loaded = checkpoint.ShardLayout(state["dst"])
     verdict = checkpoint.reload_verdict(checkpoint.ShardLayout(state["src"]), loaded, mode=state["mode"],
                                         has_metadata=state["metadata"])
     geometry, bottom = _geometry(layout, state, saved, loaded, verdict)
-    panel, height = _write_panel(layout, state, bottom + 14)
+    if short:
+        panel, height = _write_panel(layout, state, 0)
+        panel, height, width = [svg.group(panel, transform=f"translate({SHORT_COLUMN + SHORT_GAP} 0)")], max(bottom, height), \
+            2 * SHORT_COLUMN + SHORT_GAP
+    else:
+        panel, height = _write_panel(layout, state, bottom + 14)
+        width = layout.width
     label = (f"A tensor of {state['rows']} rows saved by {state['src']} ranks ({state['mode']}) and reloaded by "
              f"{state['dst']}; write time against the number of writing ranks")
-    drawing = svg.document(layout.width, height, geometry + panel, label=label)
+    drawing = svg.document(width, height, geometry + panel, label=label)
     if verdict.loadable:  # one read per overlap of an old and a new shard (whole rows are contiguous)
         plan = _plan(state["rows"], saved.files, loaded.files)
         total, most = sum(map(len, plan)), max(map(len, plan))
