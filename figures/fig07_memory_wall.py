@@ -41,6 +41,7 @@ PER_GPU = (62, 214)  # top panel: y of its top and its axis
 HEADROOM = 24  # drawing units above the tallest bar (or line), where a label can go
 JOB = (340, 484)  # bottom panel
 HEIGHT = 526
+SHORT_GAP = 24  # between the two panels, side by side on a short screen
 SLOT = (X1 - X0) / len(DEVICE_COUNTS)
 WARN, OK = "fill:var(--c-warn)", None  # a verdict that passes stays in ink: only red means something
 
@@ -139,14 +140,19 @@ def _job_panel(state, walls):
     return parts + _n_axis(bottom)
 
 
-def render(state):
+def render(state, short=False):
     gpu = hardware.gpu(state["gpu"])
     hbm = gpu.hbm_bytes
     walls = [memory.ddp_memory(state["params"], n, hbm, optimizer=state["optimizer"],
                                activations_bytes=state["activations_gb"] * 1e9) for n in DEVICE_COUNTS]
     wall = walls[DEVICE_COUNTS.index(state["N"])]
+    width, height, job = WIDTH, HEIGHT, _job_panel(state, walls)
+    if short:  # a phone on its side: the whole job beside the GPU, its title level with the GPU's
+        lift = JOB[0] - 56 - 14
+        width, height = 2 * WIDTH + SHORT_GAP, HEIGHT - lift
+        job = [svg.group(job, transform=f"translate({WIDTH + SHORT_GAP} {-lift})")]
     drawing = svg.document(
-        WIDTH, HEIGHT, _per_gpu_panel(state, wall, hbm, gpu) + _job_panel(state, walls),
+        width, height, _per_gpu_panel(state, wall, hbm, gpu) + job,
         label=f"DDP memory per GPU and for the whole job, N = 1 to 4,096, at {fmt.si_count(state['params'])} parameters",
         class_="svg-compact",
     )
