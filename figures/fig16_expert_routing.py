@@ -83,6 +83,10 @@ _Layout = namedtuple("_Layout", "width margin group_gap gaps pitch dot drop_pitc
 WIDE = _Layout(WIDTH, MARGIN, 6, None, PITCH, DOT, PITCH + 2, 2)
 NARROW = tuple(_Layout(320, 8, 4, 32, pitch, pitch * 0.75, pitch * 1.5, pitch / 2) for pitch in (3, 2.5, 2))
 NARROW_DOTS_HIGH = 360  # units: the tallest column of kept and dropped dots a phone's drawing aims for
+# A phone on its side (render(short=True)): the wide drawing with smaller dots where its columns
+# would run taller than SHORT_DOTS_HIGH, so that it fits under a two-row bar at 844 x 390.
+SHORT = tuple(_Layout(WIDTH, MARGIN, 6, None, pitch, pitch * 0.75, pitch * 1.5, pitch / 2) for pitch in (4, 3, 2.5, 2, 1.5))
+SHORT_DOTS_HIGH = 76
 
 
 def _columns(drawn, per_rank, layout=WIDE):
@@ -140,7 +144,7 @@ def _rank_labels(centres, narrow):
     return [(centres[g], f"rank {g}" if named else g) for g in range(0, count, stride)]
 
 
-def _drawing(state, routing, capacity, a2a, unit, drawn, narrow):
+def _drawing(state, routing, capacity, a2a, unit, drawn, narrow, short=False):
     """The rank's box, the dispatch fan, every drawn expert's column of tokens (kept up to its
     capacity line, dropped below its floor), the combine fan and the box the outputs return to.
     The experts' boxes and the dropped tokens carry the point (svg.KEY)."""
@@ -148,12 +152,13 @@ def _drawing(state, routing, capacity, a2a, unit, drawn, narrow):
     balance, dropped = fmt.portable(routing.balance_loss), fmt.portable(routing.dropped_fraction)
     kept_dots = [round(n / unit) for n in routing.kept[:drawn]]
     drop_dots = [round(n / unit) for n in routing.dropped[:drawn]]
-    for layout in NARROW if narrow else (WIDE,):
+    highest = SHORT_DOTS_HIGH if short else NARROW_DOTS_HIGH
+    for layout in NARROW if narrow else SHORT if short else (WIDE,):
         xs, column, groups = _columns(drawn, count // ep, layout)
         per_row = _per_row(column, layout)
         kept_high = math.ceil(max(kept_dots + [(capacity or 0) / unit]) / per_row) * layout.pitch
         drop_high = math.ceil(max(drop_dots) / per_row) * layout.drop_pitch
-        if kept_high + drop_high <= NARROW_DOTS_HIGH:
+        if kept_high + drop_high <= highest:
             break
     width, margin = layout.width, layout.margin
     key_text = (f"1 dot = {unit:,} token{'s' if unit > 1 else ''} (expected per batch)",
@@ -218,7 +223,7 @@ def _drawing(state, routing, capacity, a2a, unit, drawn, narrow):
         "above each expert's capacity falling below it")), groups
 
 
-def render(state, narrow=False):
+def render(state, narrow=False, short=False):
     tokens, count, k, ep = state["T"], state["E"], state["k"], state["ep"]
     history = experts.expected_collapse(state["step"], count, k, skew=state["skew"], alpha=state["alpha"])
     capacity = None if state["cf"] == "none" else experts.expert_capacity(tokens, count, k, float(state["cf"]))
@@ -232,7 +237,7 @@ def render(state, narrow=False):
     _, column, _ = _columns(drawn, count // ep)
     unit = _unit(list(routing.kept[:drawn]), list(routing.dropped[:drawn]), capacity, _per_row(column, WIDE))
     drop_dots = [round(n / unit) for n in routing.dropped[:drawn]]
-    drawing, groups = _drawing(state, routing, capacity, a2a, unit, drawn, narrow)
+    drawing, groups = _drawing(state, routing, capacity, a2a, unit, drawn, narrow, short and not narrow)
     held = "EP rank 0" if len(groups) == 1 else f"EP ranks 0\u2013{len(groups) - 1}"
     note = (f"Drawn: experts 0\u2013{drawn - 1} of {count} (on {held} of {ep}); the readouts count every expert."
             if drawn < count else "")
