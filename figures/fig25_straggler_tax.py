@@ -73,6 +73,10 @@ WIDE = _Layout()
 NARROW = _Layout(width=320, left=16, right=22, hist_top=HIST_TOP + 20, tax_top=HIST_TOP + 20 + HIST_H + 78, tax_left=42,
                  tax_right=13, legend=True, wrap=True, ticks=5, flip_x=320 - 170, flip_n=512,
                  tax_title="The tax, E[slowest]/μ − 1, against world size")
+# A phone on its side (render(short=True)): the histogram and the tax side by side, each laid
+# out as a phone's column, SHORT_COLUMN wide, so that both fit under a two-row bar at 844 x 390.
+SHORT_COLUMN, SHORT_GAP = 350, 20
+SHORT = replace(NARROW, width=SHORT_COLUMN, hist_top=HIST_TOP, tax_top=36, flip_x=SHORT_COLUMN - 170)
 LEGEND_ROW = 18
 
 
@@ -88,8 +92,8 @@ def _nice(span, most):
     return next(s for s in (0.005, 0.01, 0.02, 0.025, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0) if span / s <= most)
 
 
-def render(state, narrow=False):
-    layout = NARROW if narrow else WIDE
+def render(state, narrow=False, short=False):
+    layout = NARROW if narrow else SHORT if short else WIDE
     n, cv, bad = state["N"], state["cv"], state["bad"]
     step = reliability.sample_step(n, 1.0, cv, seed=state["seed"], bad_slowdown=bad)
     exact = reliability.expected_max_over_mean(n, cv)
@@ -144,8 +148,13 @@ def render(state, narrow=False):
     lines = [(px(1) - 1, HIST_TOP - 6, 2, HIST_H + 6), (px(exact) - 1.5, HIST_TOP - 20, 3, HIST_H + 20),
              (px(rule) - 1, HIST_TOP - 34, 2, HIST_H + 34)]
     parts.append(svg.labels(labels, (0, top, W, HIST_BOTTOM - top), obstacles=bars + dots + lines))
-    tax_panel, height = _tax_panel(layout, n, cv, bad, tax)
-    parts += tax_panel
+    if short:  # the tax beside the histogram, its title level with the histogram's
+        tax_panel, height = _tax_panel(replace(layout, tax_top=SHORT.tax_top), n, cv, bad, tax)
+        parts.append(svg.group(tax_panel, transform=f"translate({SHORT_COLUMN + SHORT_GAP} 0)"))
+        W, height = 2 * SHORT_COLUMN + SHORT_GAP, max(height, HIST_BOTTOM + 36)
+    else:
+        tax_panel, height = _tax_panel(layout, n, cv, bad, tax)
+        parts += tax_panel
     drawing = svg.document(W, height, parts, label=f"Per-rank step times of {n} ranks and the straggler tax against N")
     readouts = (
         Readout("expected_max_over_mean", "E[slowest] / μ, exact", fmt.decimal(exact, 4), exact),
