@@ -59,7 +59,11 @@ _LAYOUTS = {
                    ("time, in forward passes of one microbatch on one stage",)),
     True: _Layout(320, 30, 12, 34, "s{}", 6, ("time, in forward passes", "of one microbatch on one stage")),
 }
+# a phone on its side (render(short=True)): two such columns, lanes as short as 2 units a
+# stage, so a title's second line keeps a little more room over its first stage's name
+_LAYOUTS["short"] = _LAYOUTS[True]._replace(width=350, header=38)
 LINE = 14  # between two lines of a title or caption
+SHORT_COLUMN, SHORT_GAP, SHORT_LANES = 350, 20, 60  # a phone on its side: two columns (render(short=True))
 
 
 @lru_cache(maxsize=16)  # the readouts and the panel ask for the same timeline: validate it once
@@ -143,18 +147,40 @@ def _panel(name, stages, microbatches, chunks, top, row_height, px_per_tick, nar
 def _drawing(state, timelines, errors, narrow):
     """The four panels stacked on one time axis, laid out for the page's width; the first
     schedule's bubble is the drawing's key."""
+    parts, height = _stack(state, timelines, errors, narrow)
+    return svg.document(
+        _LAYOUTS[narrow].width, height, parts,
+        label=f"Gantt charts of four pipeline schedules for P={state['P']} stages and m={state['m']} microbatches",
+    )
+
+
+def _short_drawing(state, timelines, errors):
+    """A phone on its side: two columns of two schedules, each laid out as a phone's column
+    SHORT_COLUMN wide with lanes at most SHORT_LANES tall, on one clock."""
+    left, left_height = _stack(state, timelines, errors, "short", pipeline.SCHEDULES[:2], SHORT_COLUMN, SHORT_LANES)
+    right, right_height = _stack(state, timelines, errors, "short", pipeline.SCHEDULES[2:], SHORT_COLUMN, SHORT_LANES)
+    return svg.document(
+        2 * SHORT_COLUMN + SHORT_GAP, max(left_height, right_height),
+        left + [svg.group(right, transform=f"translate({SHORT_COLUMN + SHORT_GAP} 0)")],
+        label=f"Gantt charts of four pipeline schedules for P={state['P']} stages and m={state['m']} microbatches",
+    )
+
+
+def _stack(state, timelines, errors, narrow, schedules=pipeline.SCHEDULES, width=None, lanes=128.0):
+    """``schedules``' panels stacked over one time axis (the longest of all four sets the
+    clock), ``width`` wide, each panel's lanes at most ``lanes`` tall: ``(parts, height)``."""
     layout = _LAYOUTS[narrow]
-    stages, left, right, width = state["P"], layout.left, layout.right, layout.width
+    stages, left, right, width = state["P"], layout.left, layout.right, width or layout.width
     longest = max(t.makespan for t in timelines.values()) / TICKS_PER_FORWARD  # in forward passes
     px_per_unit = (width - left - right) / longest
-    row_height = max(6.0, min(16.0, 128.0 / stages))
+    row_height = max(6.0 if lanes >= 128 else 2.0, min(16.0, lanes / stages))
     parts, top = [], 0.0
-    for name in pipeline.SCHEDULES:
+    for name in schedules:
         if name in errors:
             message = f"{pipeline.SCHEDULE_LABELS[name]}: {errors[name]}"
             lines = _wrap(message, width - left, "svg-label") if narrow else [message]
             parts.append(svg.texts(((left, top + 14 + i * LINE, line) for i, line in enumerate(lines)), class_="svg-label"))
-            top += layout.header + (len(lines) - 1) * LINE * narrow + PANEL_GAP
+            top += layout.header + (len(lines) - 1) * LINE * bool(narrow) + PANEL_GAP
             continue
         parts.append(_panel(name, stages, state["m"], _chunks(name, state), top, row_height, px_per_unit / TICKS_PER_FORWARD,
                             narrow, name == pipeline.SCHEDULES[0]))
@@ -167,10 +193,7 @@ def _drawing(state, timelines, errors, narrow):
     parts.append(svg.texts(((x, axis_y + 16, t) for x, t in ticks), class_="svg-label-soft", text_anchor="middle"))
     parts.append(svg.texts(((width - right, axis_y + 32 + i * LINE, line) for i, line in enumerate(layout.caption)),
                            class_="svg-label-soft", text_anchor="end"))
-    return svg.document(
-        width, axis_y + 38 + (len(layout.caption) - 1) * LINE, parts,
-        label=f"Gantt charts of four pipeline schedules for P={stages} stages and m={state['m']} microbatches",
-    )
+    return parts, axis_y + 38 + (len(layout.caption) - 1) * LINE
 
 
 def _wrap(text, width, class_):
@@ -178,10 +201,10 @@ def _wrap(text, width, class_):
     return svg.wrap(text, width, *svg.label_size(class_))
 
 
-def render(state, narrow=False):
+def render(state, narrow=False, short=False):
     stages = state["P"]
     timelines, errors = _simulate_all(state)
-    drawing = _drawing(state, timelines, errors, narrow)
+    drawing = _short_drawing(state, timelines, errors) if short and not narrow else _drawing(state, timelines, errors, narrow)
     readouts = []
     for name in pipeline.SCHEDULES:
         label = pipeline.SCHEDULE_LABELS[name]
