@@ -43,6 +43,7 @@ PANEL_W, PANEL_H, GAP, BLOCK_W, BLOCK_H, STRIP_H, SEQUENCES, MAX_MARKS = 232, 19
 # On a phone: two columns of three narrower panels, their titles and texts wrapped to the
 # panel, so that all six (and the chosen one) fit on one screen of a 320-unit drawing.
 NARROW_PANEL_W, NARROW_BLOCK_H, LINE = 154, 48, 15
+SHORT_PANEL_W, SHORT_GAP = 116, 6  # a phone on its side (render(short=True)): the six phone's panels in one row
 
 
 def constrain(state):
@@ -110,13 +111,16 @@ def _texts(cut, d, step, wrap=None, widened=False, title_wrap=None):
     ways = f"{d} ways" + (f" {WIDENED}" if widened and not isinstance(step, str) else "")
     title = [f"{name}, {ways}"]
     title_wrap = wrap if title_wrap is None else title_wrap
-    if title_wrap is not None and svg.text_width(title[0], *svg.label_size("svg-title")) > title_wrap:
+    size = svg.label_size("svg-title")
+    if title_wrap is not None and svg.text_width(title[0], *size) > title_wrap:
         title = [f"{name},", ways]
+        if title_wrap < NARROW_PANEL_W - 16 and svg.text_width(title[0], *size) > title_wrap:  # a short screen's panel: the name wraps
+            title = svg.wrap(f"{name}, {ways}", title_wrap, *size)
     soft = svg.label_size("svg-label-soft")
     return title, _wrap(what, wrap, *soft) + _wrap(when, wrap, *soft)
 
 
-def _layout(narrow, d, layers, steps):
+def _layout(narrow, d, layers, steps, short=False):
     """The panels' geometry: three columns of two rows, or on a phone two columns of three
     with each text wrapped to its panel (every panel as tall as the one with most lines)."""
     if not narrow:  # the texts on one line each; a title that outgrows its panel in two
@@ -124,14 +128,15 @@ def _layout(narrow, d, layers, steps):
                           for cut, step in steps.items())
         return SimpleNamespace(columns=3, panel_w=PANEL_W, panel_h=PANEL_H + LINE * (title_lines - 1), block_w=BLOCK_W,
                                block_h=BLOCK_H, wrap=None, title_wrap=PANEL_W - 16, title_lines=title_lines)
-    wrap = NARROW_PANEL_W - 16
+    panel_w = SHORT_PANEL_W if short else NARROW_PANEL_W  # short: a phone on its side, all six in a row
+    wrap = panel_w - 16
     title_lines, text_lines = 1, 2
     for cut, step in steps.items():
         title, lines = _texts(cut, d, step, wrap, _widened(cut, d, layers))
         title_lines, text_lines = max(title_lines, len(title)), max(text_lines, len(lines))
     # title, block, strip and texts as in a wide panel, the extra lines added
     panel_h = 30 + LINE * (title_lines - 1) + NARROW_BLOCK_H + 14 + STRIP_H + 20 + LINE * (text_lines - 1) + 9
-    return SimpleNamespace(columns=2, panel_w=NARROW_PANEL_W, panel_h=panel_h, block_w=NARROW_PANEL_W - 16,
+    return SimpleNamespace(columns=6 if short else 2, panel_w=panel_w, panel_h=panel_h, block_w=panel_w - 16,
                            block_h=NARROW_BLOCK_H, wrap=wrap, title_wrap=wrap, title_lines=title_lines)
 
 
@@ -183,16 +188,17 @@ def _panel(cut, d, layers, x, y, chosen, step, g):
     return svg.group(parts, class_=None if chosen else "svg-muted") + "".join(words)
 
 
-def render(state, narrow=False):
+def render(state, narrow=False, short=False):
     chosen, d, layers = state["cut"], state["degree"], state["layers"]
     steps = {cut: _step(cut, state) for cut in cuts.CUTS}
-    g = _layout(narrow, d, layers, steps)
-    corner = {cut: ((i % g.columns) * (g.panel_w + GAP), (i // g.columns) * (g.panel_h + GAP)) for i, cut in enumerate(cuts.CUTS)}
+    g = _layout(narrow or short, d, layers, steps, short=short and not narrow)
+    gap = SHORT_GAP if g.columns == 6 else GAP
+    corner = {cut: ((i % g.columns) * (g.panel_w + gap), (i // g.columns) * (g.panel_h + gap)) for i, cut in enumerate(cuts.CUTS)}
     parts = [_panel(cut, d, layers, *corner[cut], cut == chosen, steps[cut], g) for cut in cuts.CUTS]
     parts.append(svg.hit_areas(((x, y, g.panel_w, g.panel_h, f"cut={cut}", f"show the {cuts.CUT_LABELS[cut]} cut")
                                 for cut, (x, y) in corner.items()), class_="svg-hit"))
     rows = -(-len(cuts.CUTS) // g.columns)
-    drawing = svg.document(g.columns * g.panel_w + (g.columns - 1) * GAP, rows * g.panel_h + (rows - 1) * GAP, parts,
+    drawing = svg.document(g.columns * g.panel_w + (g.columns - 1) * gap, rows * g.panel_h + (rows - 1) * gap, parts,
                            label=f"One training step cut six ways at degree {d}; the {cuts.CUT_LABELS[chosen]} cut is chosen")
     step, card = steps[chosen], strategies.card(cuts.CARD_KEYS[chosen])
     readouts = (

@@ -228,7 +228,7 @@ def short_layout_faults(figure, state):
     width, height = map(float, root.get("viewBox").split()[2:])
     min_width = float(re.search(r"min-width:([\d.]+)px", root.get("style")).group(1))
     problems = []
-    if min_width > 740:
+    if min_width > 730:
         problems.append(f"min-width {min_width}")
     if (short.readouts, short.note, short.alt, short.html) != (wide.readouts, wide.note, wide.alt, wide.html):
         problems.append("says other things than the wide view")
