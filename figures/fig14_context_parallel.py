@@ -72,9 +72,11 @@ class _Layout(NamedTuple):
 
 
 WIDE = _Layout(WIDTH, SIDE, (LEFT + 14, LEFT + 264), (LEFT, LEFT + 250))
+SHORT_GAP = 40  # between a phone's panels and its chart, side by side on a phone on its side
 # a phone: smaller panels and chart, so that the drawing fits under the figure's bar on a
 # 390 x 844 screen (tests/test_figure_numbers_11_14.py)
 NARROW = _Layout(320, 104, (12, 174), (LEFT, 166), (156, 146), band=56, chart_height=116)
+SHORT = NARROW._replace(side=96, band=48)  # a phone on its side: a phone's panels, a little smaller
 
 
 def _lines(content, width, size):
@@ -229,8 +231,10 @@ def _time_chart(state, sweep, ok, top, layout):
 _causal_work = lru_cache(maxsize=16)(context.causal_work)  # depends on C and the layout only
 
 
-def render(state, narrow=False):
+def render(state, narrow=False, short=False):
     C, s, h, heads, kv, layout = (state[k] for k in ("C", "s", "h", "heads", "kv_heads", "layout"))
+    # a phone on its side (short): a phone's panels, and its chart beside them
+    short, narrow = short and not narrow, narrow or short
     work = _causal_work(C, layout)
     ok = context.ulysses_fits(C, heads, kv)
     ring = context.ring_communication(s, h, C, heads=heads, kv_heads=kv)
@@ -241,7 +245,7 @@ def render(state, narrow=False):
     compute = context.attention_compute_s(s, h, C, gpu=REFERENCE_GPU)
     hidden = times.ring_s <= compute
     fills, triangles, labels, soft, edges = {}, {}, [], [], []
-    at = NARROW if narrow else WIDE
+    at = SHORT if short else NARROW if narrow else WIDE
     (left, right), side, band = at.panels, at.side, at.band
     wrap, full = (at.wrap, at.width - LEFT) if narrow else ((None, None), None)  # where texts wrap, if they do
     labels.append((LEFT, 14, "Ring attention"))
@@ -275,12 +279,23 @@ def render(state, narrow=False):
         lines = max(lines, _write(labels, after[0] + 14, y + band + 30, f"{kv} KV head{'s' if kv > 1 else ''} for {C} ranks",
                                   wrap[1] and wrap[1] - 14, "svg-label"))
     outlines = [(left, top, side, side), (right, top, side, side), (*before, side, band), (*after, side, band)]
-    y += band + 60 + 16 * (lines - 1)
-    y += 16 * (_write(labels, LEFT, y, "one layer's forward, per rank, by C (log scale)", full, "svg-label") - 1)
     ulysses_text = f"Ulysses {fmt.data_size(ulysses.forward_bytes_per_rank)}" if ok else "Ulysses cannot split the heads"
-    lines = _write(soft, LEFT, y + 16, ("" if narrow else f"at C = {C}, ")  # (a phone's bar shows C, over it)
-                   + f"sent per device: ring {fmt.data_size(ring.forward_bytes_per_rank)}, {ulysses_text}", full, "svg-label-soft")
-    chart, y = _time_chart(state, sweep, ok, y + 28 + 16 * (lines - 1), at)
+    sent = ("" if narrow else f"at C = {C}, ") + f"sent per device: ring {fmt.data_size(ring.forward_bytes_per_rank)}, {ulysses_text}"
+    width = at.width
+    if short:  # the chart's column starts at the top, beside the panels
+        panels_end = y + band + 18 + 16 * (lines - 1)  # (the drawing ends 16 under its last baseline)
+        chart_labels, chart_soft = [], []
+        y = 14 + 16 * (_write(chart_labels, LEFT, 14, "one layer's forward, per rank, by C (log scale)", full, "svg-label") - 1)
+        lines = _write(chart_soft, LEFT, y + 16, sent, full, "svg-label-soft")
+        chart, y = _time_chart(state, sweep, ok, y + 28 + 16 * (lines - 1), at)
+        chart = [svg.group([svg.texts(chart_labels, class_="svg-label"), svg.texts(chart_soft, class_="svg-label-soft"), *chart],
+                           transform=f"translate({at.width + SHORT_GAP} 0)")]
+        y, width = max(y, panels_end), 2 * at.width + SHORT_GAP
+    else:
+        y += band + 60 + 16 * (lines - 1)
+        y += 16 * (_write(labels, LEFT, y, "one layer's forward, per rank, by C (log scale)", full, "svg-label") - 1)
+        lines = _write(soft, LEFT, y + 16, sent, full, "svg-label-soft")  # (a phone's bar shows C, over it)
+        chart, y = _time_chart(state, sweep, ok, y + 28 + 16 * (lines - 1), at)
     parts = [svg.boxes(boxes, class_=f"fill-{key.split('@')[0]}",
                        fill_opacity=(0.35, 0.35, 0.65, 1.0)[int(key[-1])] if "@" in key else None)
              for key, boxes in sorted(fills.items())]
@@ -309,4 +324,4 @@ def render(state, narrow=False):
            + (f"Ulysses sends {readouts[0].text}." if ok else f"Ulysses cannot run: {C} ranks, {kv} KV heads.")
            + f" Per layer the ring's sends take {fmt.duration(times.ring_s)}, "
            + ("under" if hidden else "over") + f" the {fmt.duration(compute)} of attention compute they hide behind.")
-    return View(svg=svg.document(at.width, y + 16, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)
+    return View(svg=svg.document(width, y + 16, parts, label=alt, class_="svg-narrow"), readouts=readouts, alt=alt)
