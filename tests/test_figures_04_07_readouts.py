@@ -289,59 +289,12 @@ def test_round_ticks_and_time_axis():
     assert fmt.count(2048) == "2,048"
 
 
-# Figure 04 on a phone on its side (issue 43.5): at 844 x 390 its drawing (345 px) ran past
-# the screen under its bar (111 px, two rows). Short, the step and the dashboard stand beside
-# the strips; every state fits the room a two-row bar leaves.
-SIDEWAYS_SCREEN_PX, FIG04_SIDEWAYS_BAR_PX = 390, 111
-
-
-def _fig04_states():
-    import random
-
-    figure = registry()[4]
-    base = figure.default_state()
-    states = [base] + [figure.validate_state(values) for _, values in figure.tries]
-    states += [figure.validate_state({**base, c.key: v}) for c in figure.controls for v in c.values]
-    pick = random.Random(4)
-    states += [figure.validate_state({c.key: pick.choice(c.values) for c in figure.controls}) for _ in range(200)]
-    return figure, states
-
-
-def test_figure_04_on_a_phone_on_its_side_fits_under_its_bar_in_every_state():
-    from figures.contract import SHORT_DRAWING_PX
-    from tests.figure_views import short_layout_faults
-
-    figure, states = _fig04_states()
-    assert figure.lays_out_short
-    tallest = 0.0
-    for state in states:
-        px, problems = short_layout_faults(figure, state)
-        assert problems == [], state
-        tallest = max(tallest, px)
-    assert FIG04_SIDEWAYS_BAR_PX + tallest <= SIDEWAYS_SCREEN_PX and tallest <= SHORT_DRAWING_PX, tallest
-
-
-def test_figure_06_on_a_phone_on_its_side_sets_the_timelines_beside_the_gauges():
-    """Issue 43.5 at 844 x 390: 401 px under a 111 px bar. Short, the timelines stand beside
-    the gauges, their tops level: every state fits the room the two-row bar leaves."""
-    from figures.contract import SHORT_DRAWING_PX
-    from tests.figure_views import short_layout_faults
-
-    figure, states = sweep_states(6)
-    tallest = 0.0
-    for state in states:
-        px, problems = short_layout_faults(figure, state)
-        assert problems == [], state
-        tallest = max(tallest, px)
-    assert 111 + tallest <= SIDEWAYS_SCREEN_PX and tallest <= SHORT_DRAWING_PX, tallest
-
-
 def test_figure_04_step_title_stays_inside_the_drawing():
     """At 64 x 64 x 1,024 the title "One step: ... = 4,194,304 samples" ran 54 units past the
     drawing's right edge (clipped): there it drops "One step: " (the next line says it). Its
     next line ("one step = 4096 epochs of the 512 samples") and "not drawn: 16 more steps"
     beside an 8-rank grid ran past it too."""
-    figure, states = _fig04_states()
+    figure, states = sweep_states(4)
     for state in states + [figure.validate_state({**figure.default_state(), "micro": 64, "accum": 64, "dp": 1024})]:
         view = figure.render(state)
         assert [t for t, box in text_boxes(view) if not inside(box, view)] == [], state
