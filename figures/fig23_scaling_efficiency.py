@@ -76,6 +76,9 @@ class _Layout:
 LEGEND_ROW, LEGEND_COLUMN = 18, 164  # the narrow legend: two columns of two curves
 WIDE = _Layout()
 NARROW = _Layout(width=320, height=264 + BOTTOM, left=40, right=13, top=TOP, legend=True)
+# a phone on its side (render(short=True)): the wide drawing with a shorter plot, so that it and
+# its sentence fit under a three-row bar at 844 x 390
+SHORT = _Layout(height=TOP + 96 + BOTTOM)
 
 
 @lru_cache(maxsize=64)  # moving N only moves the marker
@@ -91,8 +94,8 @@ def _values(p):
             "sample_efficiency": p.sample_efficiency, "effective_efficiency": p.effective_efficiency}
 
 
-def render(state, narrow=False):
-    layout = NARROW if narrow else WIDE
+def render(state, narrow=False, short=False):
+    layout = NARROW if narrow else SHORT if short else WIDE
     _x, _y, W, H, LEFT, TOP, BOTTOM = layout.x, layout.y, layout.width, layout.height, layout.left, layout.top, layout.bottom
     points = _curves(state["per_device_batch"], state["global_batch"], state["b_noise"], state["step_ms"],
                      state["grad_gb"], state["bw_GBps"], state["overlap"])
