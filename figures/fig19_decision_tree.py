@@ -288,10 +288,61 @@ def _path(r, state, failed):
     return svg.document(NARROW_W, y + 6, parts, label=DRAWING_LABEL)
 
 
-def render(state, narrow=False):
+# On a phone on its side: the questions as rows of one table, each answered at its end, with
+# the fix its no would call for beside it; the lit fix sits under the question that failed.
+SHORT_W, SHORT_X, SPLIT_X, SHORT_LINE = 720, 4, 444, 14
+
+
+def _table(r, state, failed):
+    """The short drawing: the ladder as a table read down, the path's answers written in."""
+    right = SHORT_W - SHORT_X
+    parts, texts, soft = [], [], []
+
+    def row(y, cells, css, chip=None):
+        """A row from ``y`` of ``(x, room, [(text, css, lit)])`` cells, each text wrapped to its cell's
+        room less what it keeps clear at its right (a fourth item); returns its bottom."""
+        wrapped = [(x, [(line, c, on) for text, c, on, *clear in rows
+                        for line in svg.wrap(" ".join(text.split()), room - sum(clear), *svg.label_size(c), even=True)])
+                   for x, room, rows in cells]
+        height = SHORT_LINE * max(len(lines) for _, lines in wrapped) + 5
+        parts.append(svg.boxes(((SHORT_X, y, right - SHORT_X, height),), class_="svg-lane " + css))
+        if chip:
+            parts.extend(_chip(SHORT_X, y, height, chip))
+        for x, lines in wrapped:
+            for i, (line, c, on) in enumerate(lines):
+                (texts if c == "svg-label" else soft).append((x, y + 13 + SHORT_LINE * i, line, on))
+        return y + height
+
+    whole = right - SHORT_X - 24
+    y = row(2, [(SHORT_X + 8, whole, [(START, "svg-label", True)])], "svg-lit") + 5
+    title, detail = _fix_text(r)
+    for i, check in enumerate(r.checks):
+        lit, branch = i <= failed, i == failed
+        leaf = (f"no: {LEAF[check.key]}" if branch else f"if no: {LEAF[check.key]}", "svg-label-soft" if not branch else "svg-label", branch)
+        top = y
+        y = row(y, [(SHORT_X + 8, SPLIT_X - SHORT_X - 16, [(QUESTION[check.key], "svg-label", lit, 28),
+                                                           (_number(check, r, state), "svg-label-soft", lit)]),
+                    (SPLIT_X + 8, right - SPLIT_X - 14, [leaf])], "svg-lit" if lit else "svg-dim")
+        parts.append(svg.segments(((SPLIT_X, top, SPLIT_X, y),), class_="svg-link" + (" svg-link-lit" if lit else "")))
+        if lit:  # the answer the inputs gave, where the question ends
+            parts.append(svg.text(SPLIT_X - 8, top + 13, "no" if branch else "yes", class_="svg-label", text_anchor="end"))
+        if branch:
+            said = [detail] + ([_price_text(r)] if _price_text(r) else []) + [_then_text(r)]
+            y = row(y + 5, [(SHORT_X + 14, whole - 6, [(title, "svg-label", True), ("; ".join(said), "svg-label-soft", True)])],
+                    f"svg-lit {svg.KEY}", chip=r.recommended_axis) + 5
+    if failed == len(r.checks):
+        y = row(y + 5, [(SHORT_X + 14, whole - 6, [(f"Nothing fails: {title}", "svg-label", True), (detail, "svg-label-soft", True)])],
+                f"svg-lit {svg.KEY}", chip="ddp")
+    else:
+        y = row(y + 5, [(SHORT_X + 8, whole, [("If every answer is yes: " + AXIS_NAME["ddp"], "svg-label-soft", False)])], "svg-dim")
+    parts += _write(texts, soft)
+    return svg.document(SHORT_W, y + 3, parts, label=DRAWING_LABEL)
+
+
+def render(state, narrow=False, short=False):
     r = ladder.climb(state["params"], state["seq"], state["gpu"], state["gpus"], state["experts"], state["micro"])
     failed = next((i for i, check in enumerate(r.checks) if not check.passed), len(r.checks))
-    drawing = (_path if narrow else _tree)(r, state, failed)
+    drawing = (_path if narrow else _table if short else _tree)(r, state, failed)
     title, detail = _fix_text(r)
     readouts = (
         Readout("first_bottleneck", "fails first", BOTTLENECK[r.first_bottleneck], r.first_bottleneck),
