@@ -89,6 +89,9 @@ MAX_COLS = 8  # squares across a node's box
 _Layout = namedtuple("_Layout", "width grid_height cells subset")
 WIDE = _Layout(WIDTH, 400, MAX_CELLS, MAX_SUBSET)
 NARROW = _Layout(320, 340, 128, 128)
+# A phone on its side: the wide drawing's nodes in a grid beside a column of the texts.
+TEXT_W = 272  # the texts' column
+SHORT = _Layout(WIDTH - TEXT_W - 14, 272, MAX_CELLS, MAX_SUBSET)
 
 
 def _nodes_to_draw(mesh, groups, rank, axis, layout=WIDE):
@@ -111,20 +114,20 @@ def _layout(count, g, layout=WIDE):
     """Cell pitch, columns per node box and node boxes per row: the largest cells (<= 36 px) that keep
     the drawing within ``layout.width`` x ~``layout.grid_height``."""
     cols = min(g, MAX_COLS)
-    for pitch in range(36, 8, -1):
+    for pitch in range(36, 6, -1):
         per_row = max(1, int((layout.width - 2 * LEFT + 6) // (cols * pitch + 6)))
         if math.ceil(count / per_row) * (math.ceil(g / cols) * pitch + 14) <= layout.grid_height:
             break
     return pitch, cols, per_row
 
 
-def _grid(nodes, g, world, pitch, cols, per_row, top=TOP):
+def _grid(nodes, g, world, pitch, cols, per_row, top=TOP, left=LEFT):
     """Where everything sits: {rank: top-left of its square}, the node boxes, and the squares as
     dashed segments, one per row of squares across a row of node boxes (a dash per square, the
     dash pattern skipping the gap between boxes). Only the world's last node may be part-filled."""
     box_w, rows_per_node = cols * pitch, math.ceil(g / cols)
     box_h = rows_per_node * pitch
-    place = [(LEFT + (i % per_row) * (box_w + 6), top + 12 + (i // per_row) * (box_h + 14)) for i in range(len(nodes))]
+    place = [(left + (i % per_row) * (box_w + 6), top + 12 + (i // per_row) * (box_h + 14)) for i in range(len(nodes))]
     boxes = [(x - 1, y - 1, box_w + 2, box_h + 2) for x, y in place]
     cell = {node * g + local: (x + (local % cols) * pitch, y + (local // cols) * pitch)
             for node, (x, y) in zip(nodes, place) for local in range(min(g, world - node * g))}
@@ -160,11 +163,11 @@ def _wrap(text, width, class_):
     return svg.wrap(text, width, *svg.label_size(class_))
 
 
-def _drawing(state, mesh, groups, crosses, nodes, narrow):
+def _drawing(state, mesh, groups, crosses, nodes, narrow, short=False):
     """The grid of ``nodes``: the chosen rank outlined, its group on the chosen axis filled and
-    linked (the drawing's key), its other groups marked; the text above it and the legend below,
-    laid out for the page's width."""
-    layout = NARROW if narrow else WIDE
+    linked (the drawing's key), its other groups marked; the text above it and the legend below
+    (``short``: the texts in a column to its left), laid out for the page's width."""
+    layout = NARROW if narrow else SHORT if short else WIDE
     rank, axis, g, world = state["rank"], state["axis"], state["gpus"], mesh.world_size
     capped = len(nodes) < mesh.nodes
     pitch, cols, per_row = _layout(len(nodes), g, layout)
@@ -175,7 +178,10 @@ def _drawing(state, mesh, groups, crosses, nodes, narrow):
     marks = ("its other groups are marked", "on an edge", "(TP top, CP right, DP bottom, PP left)", "or a diagonal (EP, expert DP)")
     capped_text = (f"Capped: {len(nodes)} of the {mesh.nodes:,} nodes drawn", f"rank {rank}'s and its groups'",
                    "(the table lists every member)")
-    if narrow:  # the same sentences a phrase a line (the node numbers speak for themselves)
+    if short:  # the same sentences, wrapped to the texts' column
+        head = _wrap(f"{ranks}, {order}", TEXT_W, "svg-label") + _wrap(f"{outlined}, {' '.join(marks)}", TEXT_W, "svg-label")
+        cap = _wrap(f"{capped_text[0]}, {capped_text[1]} {capped_text[2]}", TEXT_W, "svg-label svg-strong")
+    elif narrow:  # the same sentences a phrase a line (the node numbers speak for themselves)
         fit = layout.width - 2 * LEFT
         head = [line for phrase in (ranks, order, outlined + ",", f"{marks[0]} {marks[1]}", *marks[2:])
                 for line in _wrap(phrase, fit, "svg-label")]
@@ -185,8 +191,9 @@ def _drawing(state, mesh, groups, crosses, nodes, narrow):
                 f"{outlined}, {marks[0]}", " ".join(marks[1:])]
         cap = [f"{capped_text[0]}, {capped_text[1]} {capped_text[2]}"]
     cap = cap if capped else []
-    top = TOP + LINE * (len(head) - 3 + len(cap))  # the grid starts below the text
-    cell, boxes, squares = _grid(nodes, g, world, pitch, cols, per_row, top)
+    top = 0 if short else TOP + LINE * (len(head) - 3 + len(cap))  # the grid starts below the text
+    left = WIDTH - layout.width + LEFT if short else LEFT
+    cell, boxes, squares = _grid(nodes, g, world, pitch, cols, per_row, top, left)
     drawn = {a: _drawn(members, cell) for a, members in groups.items()}  # each group's members on screen
     bottom = top + 12 + math.ceil(len(nodes) / per_row) * (box_h + 14)
     size, gap = pitch - 2, 6  # a square, and the gap between node boxes
@@ -221,7 +228,7 @@ def _drawing(state, mesh, groups, crosses, nodes, narrow):
     if box_w >= 24:  # room for a four-digit node number above each box
         rows = {}
         for i, node in enumerate(nodes):
-            rows.setdefault(i // per_row, []).append((LEFT + (i % per_row) * (box_w + gap) + box_w / 2, node))
+            rows.setdefault(i // per_row, []).append((left + (i % per_row) * (box_w + gap) + box_w / 2, node))
         parts.append(svg.numerals([([x for x, _ in row], top + 6 + r * (box_h + 14), tuple(n for _, n in row))
                                    for r, row in rows.items()], height=6, class_="svg-ink", stroke_opacity=0.5,
                                   stroke_width=1.2))
@@ -241,15 +248,22 @@ def _drawing(state, mesh, groups, crosses, nodes, narrow):
                                class_="svg-label svg-strong"))
     legend = [f"{LABELS[a]} groups of {mesh.degree(a)}: "
               + ("cross nodes" if crosses[a] else "stay inside nodes" if mesh.degree(a) > 1 else "off") for a in GROUP_AXES]
-    columns = 1 if narrow else 2
-    parts.append(svg.texts([(LEFT + (i % columns) * 360, bottom + 12 + (i // columns) * 16, line)
-                            for i, line in enumerate(legend)], class_="svg-label"))
-    return svg.document(layout.width, bottom + 12 + 16 * ((len(GROUP_AXES) + columns - 1) // columns), parts, label=(
+    columns = 1 if narrow or short else 2
+    if short:  # the legend under the texts, a line each
+        legend = [line for entry in legend for line in _wrap(entry, TEXT_W, "svg-label")]
+        below = LINE * (len(head) + len(cap)) + 8
+        parts.append(svg.texts([(LEFT, below + 12 + LINE * i, line) for i, line in enumerate(legend)], class_="svg-label"))
+        height = max(bottom, below + 12 + LINE * len(legend) - 8)
+    else:
+        parts.append(svg.texts([(LEFT + (i % columns) * 360, bottom + 12 + (i // columns) * 16, line)
+                                for i, line in enumerate(legend)], class_="svg-label"))
+        height = bottom + 12 + 16 * ((len(GROUP_AXES) + columns - 1) // columns)
+    return svg.document(WIDTH if short else layout.width, height, parts, label=(
         f"Grid of {len(cell)} of {world} ranks grouped by node{' (capped)' if capped else ''}, with rank {rank}'s "
         f"{LABELS[axis]} group filled")), _fabrics(links, g)
 
 
-def render(state, narrow=False):
+def render(state, narrow=False, short=False):
     order = tuple(state["order"].split("-"))
     mesh = Mesh(dp=state["dp"], tp=state["tp"], pp=state["pp"], cp=state["cp"], ep=state["ep"],
                 order=order, gpus_per_node=state["gpus"])
@@ -260,7 +274,7 @@ def render(state, narrow=False):
     crosses = {a: _crosses(mesh, a) for a in GROUP_AXES}
     nodes = _nodes_to_draw(mesh, groups, rank, axis)  # the wide drawing's: the note and the alt speak of them
     drawing, fabrics = _drawing(state, mesh, groups, crosses,
-                                _nodes_to_draw(mesh, groups, rank, axis, NARROW) if narrow else nodes, narrow)
+                                _nodes_to_draw(mesh, groups, rank, axis, NARROW) if narrow else nodes, narrow, short)
     capped = len(nodes) < mesh.nodes
     on_screen = _ranks_on(nodes, g, world) if capped else None
     if narrow:  # a readout's swatch for the fabrics the wide drawing links, at every width
