@@ -77,6 +77,12 @@ class _Layout(NamedTuple):
     memory_title: str
     comm_title: str
     size_caption: tuple  # the size axis' caption, one line each
+    max_rows: int = MAX_ROWS  # shard groups drawn
+    pitch: float = 17  # between the mesh's squares
+    chart_x: float = 0  # the charts' left edge (their titles')
+    chart_h: float = 80  # each chart's height
+    chart_gap: float = 60  # from the memory chart's base to the top of the communication chart's
+    beside: bool = False  # the charts beside the mesh, not under it
 
 
 WIDE = _Layout(560, 96, 96, 24, 0, "Model state per GPU, for every shard group size",
@@ -86,6 +92,11 @@ WIDE = _Layout(560, 96, 96, 24, 0, "Model state per GPU, for every shard group s
 # shorter chart titles, the size caption on two lines, every other size named when they crowd.
 NARROW = _Layout(320, 58, 8, 16, 320, "Model state per GPU, by shard group size",
                  "Communication time per step, before overlap", ("shard group size, GPUs", "thin top: the replica AllReduce"))
+# A phone on its side: the mesh (up to 6 x 14 GPUs) in a column of its own, the charts beside it, shorter.
+MESH_W = 236
+SHORT = _Layout(720, MESH_W + 70, 4, 14, MESH_W, "Model state per GPU, by shard group size",
+                "Communication time per step, before overlap", ("shard group size, GPUs (thin top: the replica AllReduce)",),
+                max_rows=6, pitch=15, chart_x=MESH_W + 14, chart_h=62, chart_gap=45, beside=True)
 FABRIC_COLOUR = {hsdp.INTRA_NODE: "intra", hsdp.INTER_NODE: "inter"}
 FABRIC_NAME = {hsdp.INTRA_NODE: "inside a node", hsdp.INTER_NODE: "across nodes", hsdp.NO_FABRIC: "no traffic"}
 
@@ -98,8 +109,8 @@ def _wrap(text, width, size=11):
 def _mesh(state, step, top, layout):
     """The mesh, R rows (shard groups) by S columns (replica groups), as far as MAX_ROWS x max_cols."""
     shard, replicas, gpus = state["shard"], step.replicas, state["gpus"]
-    rows, cols = min(replicas, MAX_ROWS), min(shard, layout.max_cols)
-    pitch = 17
+    rows, cols = min(replicas, layout.max_rows), min(shard, layout.max_cols)
+    pitch = layout.pitch
     size = pitch - 5
     heading = _wrap(f"Rows: shard groups of {fmt.gpus(shard)}, " + (
         f"AllGather and ReduceScatter at every layer, {FABRIC_NAME[step.shard_fabric]}" if shard > 1
@@ -150,12 +161,12 @@ def _value_axis(parts, labels, base, height, high, name, name_tick, layout):
     """A bar chart's value axis: round ticks from 0 to ``high`` as faint lines across the
     chart, each named with its unit (``name_tick``) in the left margin; returns the scale."""
     scale = (height - 16) / high  # room over the tallest bar for its value
-    marks = svg.ticks(0, high, 5)
+    marks = svg.ticks(0, high, 5 if height >= 80 else 3)  # a short chart: fewer, so their names keep apart
     parts.append(svg.segments([(layout.left, base - t * scale, layout.width - 12, base - t * scale) for t in marks[1:]],
                               class_="svg-axis", stroke_dasharray="1 3"))
     labels += [svg.Label(layout.left - 6, base - t * scale + 4, name_tick(t) if t else "0", anchor="end",
                          moves=()) for t in marks]
-    labels.insert(0, svg.Label(0, base - height - 12, name, class_="svg-label"))
+    labels.insert(0, svg.Label(layout.chart_x, base - height - 12, name, class_="svg-label"))
     return scale
 
 
@@ -176,7 +187,7 @@ def _log_axis(parts, labels, base, height, low, high, name, layout):
     every = 1 if scale >= 14 else 2  # decades too close for a label each: every other one, the top's named
     labels += [svg.Label(layout.left - 6, base - rise(m) + 4, fmt.data_size(m), anchor="end", moves=())
                for k, m in enumerate(marks) if (decades - k) % every == 0]
-    labels.insert(0, svg.Label(0, base - height - 12, name, class_="svg-label"))
+    labels.insert(0, svg.Label(layout.chart_x, base - height - 12, name, class_="svg-label"))
     return rise
 
 
@@ -185,12 +196,12 @@ def _trade(state, top, layout):
     as bars on value axes with units (time, not bytes: NVLink moves more bytes in less time)."""
     sizes = [s for s in POWERS if s <= state["N"]]
     runs = [_step(state["params"], state["N"], s, state["gpus"], state["intra"], state["inter"])[0] for s in sizes]
-    left, width, height = layout.left, layout.width - layout.left - 12, 80
+    left, width, height = layout.left, layout.width - layout.left - 12, layout.chart_h
     pitch = width / len(sizes)
     bar = min(pitch * 0.7, 26)
     gpu = hardware.gpu(REFERENCE_GPU)
     chosen = sizes.index(state["shard"])
-    memory_base, comm_base = top + 30 + height, top + 30 + 2 * height + 60
+    memory_base, comm_base = top + 30 + height, top + 30 + 2 * height + layout.chart_gap
     parts, labels, obstacles = [], [], []
     held = [r.memory.total_bytes for r in runs]
     low = 10.0 ** math.floor(math.log10(min(held)))
@@ -247,7 +258,7 @@ def _trade(state, top, layout):
         svg.boxes([(left, legend_y - 9, 10, 10)], class_="fill-intra"),
         svg.boxes([(left + 150, legend_y - 9, 10, 10)], class_="fill-inter"),
         svg.texts(((left + 14, legend_y, "inside a node"), (left + 164, legend_y, "across nodes")), class_="svg-label-soft"),
-        svg.labels(labels, (0, top, layout.width, legend_y - 12 - top), obstacles=obstacles),
+        svg.labels(labels, (layout.chart_x, top, layout.width - layout.chart_x, legend_y - 12 - top), obstacles=obstacles),
     ]
     if ("warn", bar) in bars:  # the sizes whose state is over the HBM line, named as well as coloured
         legend_y += 17
@@ -256,11 +267,12 @@ def _trade(state, top, layout):
     return parts, legend_y + 8
 
 
-def render(state, narrow=False):
-    layout = NARROW if narrow else WIDE
+def render(state, narrow=False, short=False):
+    layout = NARROW if narrow else SHORT if short else WIDE
     step, traffic = _step(state["params"], state["N"], state["shard"], state["gpus"], state["intra"], state["inter"])
     mesh, bottom = _mesh(state, step, 0, layout)
-    trade, height = _trade(state, bottom + 6, layout)
+    trade, height = _trade(state, 0 if layout.beside else bottom + 6, layout)
+    height = max(height, bottom) if layout.beside else height
     label = (f"HSDP mesh of {fmt.gpus(state['N'])}: {step.replicas} replicas of shard groups of {fmt.gpus(state['shard'])}, "
              f"nodes of {state['gpus']}")
     drawing = svg.document(layout.width, height, mesh + trade, label=label)
