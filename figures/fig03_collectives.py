@@ -40,6 +40,9 @@ WIDTH, LEFT = 720, 64
 # On a phone: a 320-unit drawing; ranks numbered under a "rank" heading, lines wrapped, the
 # buffer sizes labelled every other decade.
 NARROW_WIDTH, NARROW_LEFT = 320, 52
+# On a phone on its side: the step-through in a 420-unit column with smaller chunks and lower
+# arcs, the cost beside it in 300 units, its chart shorter.
+SHORT_STEPS_W, SHORT_COST_W, SHORT_GAP = 420, 296, 4
 
 
 @lru_cache(maxsize=64)
@@ -84,14 +87,20 @@ PRIMARY = ("op", "step")
 GROUPS = (("Step-through", ("algo", "N", "next")), ("Cost", ("size", "alpha_us", "bw_GBps")))
 
 
-def _layout(narrow):
+def _layout(narrow, width=None):
     """The drawing's geometry: its width, the left margin of its labels, where the cost
-    texts start, the right margin, the width lines wrap at (None: never) and which buffer
-    sizes (powers of ten) are labelled."""
+    texts start, the right margin, the width lines wrap at (None: never), which buffer
+    sizes (powers of ten) are labelled, the largest chunk, the room above the chunks for the
+    rank labels (and a tree's arcs, rising ``arc_step`` a rank they jump) and the chart's
+    height. ``width``: a column of a phone on its side, laid out as a phone's."""
+    if width:
+        return SimpleNamespace(width=width, left=NARROW_LEFT, text_x=8, right=12, wrap=width - 12, decades=range(3, 11, 2),
+                               narrow=True, chunk=12, ring_room=38, tree_room=58, arc_step=4, chart_h=96)
     if not narrow:
-        return SimpleNamespace(width=WIDTH, left=LEFT, text_x=LEFT, right=24, wrap=None, decades=range(3, 11), narrow=False)
+        return SimpleNamespace(width=WIDTH, left=LEFT, text_x=LEFT, right=24, wrap=None, decades=range(3, 11), narrow=False,
+                               chunk=28, ring_room=40, tree_room=78, arc_step=5, chart_h=150)
     return SimpleNamespace(width=NARROW_WIDTH, left=NARROW_LEFT, text_x=8, right=16, wrap=NARROW_WIDTH - 12,
-                           decades=range(3, 11, 2), narrow=True)
+                           decades=range(3, 11, 2), narrow=True, chunk=28, ring_room=40, tree_room=78, arc_step=5, chart_h=150)
 
 
 def _wrap(text, width, css):
@@ -122,14 +131,14 @@ def _phase(sim, step):
     return "every pair swaps one chunk at once" if sim.algorithm == "pairwise" else ""
 
 
-def _header(sim, step, n, steps_at_n, wrap=None):
+def _header(sim, step, n, steps_at_n, wrap=None, cost_at="below"):
     """The step-through's title, then its phase, then (only when N is too many to draw) what
-    is drawn instead; each wrapped at ``wrap``."""
+    is drawn instead, where the cost is (``cost_at``); each wrapped at ``wrap``."""
     lines = [(f"{LABEL[sim.op]} over {sim.ranks} ranks, {ALGORITHM_WORDS[sim.algorithm]}: step {step} of {len(sim.steps)}",
               "svg-title"), (_phase(sim, step), "svg-label-soft")]
     if n > sim.ranks:
         lines.append((f"Capped: drawn on {sim.ranks} ranks; at N = {n:,} the same algorithm takes {steps_at_n:,} steps "
-                      "(priced below)", "svg-label svg-strong"))
+                      f"(priced {cost_at})", "svg-label svg-strong"))
     return [(part, css) for text, css in lines for part in _wrap(text, wrap, css)]
 
 
@@ -137,12 +146,21 @@ def _step_through(sim, step, top, n, steps_at_n, g):
     """Columns of chunk squares, one per rank, after `step` rounds; arrows for that round's transfers."""
     ranks, left = sim.ranks, g.left
     col = min(84.0, (g.width - left) / ranks)
-    q = min(28.0, col - 18)
+    q = min(float(g.chunk), col - 18)
     x0 = left + (g.width - left - ranks * col) / 2 + (col - q) / 2
     tree = sim.algorithm in TREE_DRAWN
-    lines = _header(sim, step, n, steps_at_n, g.wrap)
+    beside = g.wrap and g.width > NARROW_WIDTH  # a phone on its side: the cost is beside the step-through
+    lines = [[(8, text, css)] for text, css in _header(sim, step, n, steps_at_n, g.wrap, "at right" if beside else "below")]
+    if beside:  # no line for no phase, and the phase after the title's last line where it fits there
+        lines = [line for line in lines if line[0][1]]
+        phase = next((i for i, [(_, _, css)] in enumerate(lines) if css == "svg-label-soft"), None)
+        if phase:
+            (_, title, css), (_, words, soft) = lines[phase - 1][0], lines[phase][0]
+            x = 8 + svg.text_width(title, *svg.label_size(css)) + 10
+            if x + svg.text_width(words, *svg.label_size(soft)) <= g.wrap:
+                lines[phase - 1:phase + 1] = [[(8, title, css), (x, words, soft)]]
     top += 17 * (len(lines) - 1)  # the rank labels and the grid go under the header's lines
-    grid_top, pitch = top + (78 if tree else 40), q + 8
+    grid_top, pitch = top + (g.tree_room if tree else g.ring_room), q + 8
     xy = lambda r, c: (x0 + r * col, grid_top + c * pitch)
     sources = sim.steps[step - 1].sources if step else sim.initial_sources
     bands, empty = {}, []
@@ -162,7 +180,7 @@ def _step_through(sim, step, top, n, steps_at_n, g):
             ux, uy = (dx - sx) / length * q * 0.55, (dy - sy) / length * q * 0.55
             swaps.append((sx + q / 2 + ux, sy + q / 2 + uy, dx + q / 2 - ux, dy + q / 2 - uy))
         elif tree:  # a tree's messages jump over ranks: one arc per pair of ranks, above the columns
-            links[t.src, t.dst] = (sx + q / 2, dx + q / 2, grid_top - 6, 6 + 5 * abs(t.dst - t.src) + 4 * (t.dst < t.src))
+            links[t.src, t.dst] = (sx + q / 2, dx + q / 2, grid_top - 6, 6 + g.arc_step * abs(t.dst - t.src) + 4 * (t.dst < t.src))
         elif t.src == ranks - 1 and t.dst == 0 and ranks > 2:  # the ring closes below the columns
             low = grid_top + len(sources[0]) * pitch + 2 + 3 * t.slot / len(sources[0])
             routed.append(((sx + q, sy + q / 2), (sx + q + 5, sy + q / 2), (sx + q + 5, low), (dx - 6, low), (dx - 6, dy + q / 2)))
@@ -175,7 +193,7 @@ def _step_through(sim, step, top, n, steps_at_n, g):
     # a rank's label under its column: "rank 3", or on a phone its number under a "rank" heading
     rank_labels = [(x + q / 2, top + 32, f"{r}" if g.narrow else f"rank {r}") for r in range(ranks) for x, _ in (xy(r, 0),)]
     parts = [
-        *(svg.text(8, head + 14 + 17 * i, text, class_=css) for i, (text, css) in enumerate(lines) if text),
+        *(svg.text(x, head + 14 + 17 * i, text, class_=css) for i, line in enumerate(lines) for x, text, css in line if text),
         svg.texts(rank_labels, class_="svg-label-soft", text_anchor="middle"),
         *([svg.text(left - 4, top + 32, "rank", class_="svg-label-soft", text_anchor="end")] if g.narrow else []),
         svg.texts(((left - 4, xy(0, c)[1] + q / 2 + 4, f"chunk {c}") for c in range(len(sources[0]))),
@@ -216,7 +234,7 @@ def _cost_panel(state, split, top, g):
                                                algorithm=algo)(size) for size in SIZES] for algo in collectives.ALGORITHMS}
     low = math.floor(math.log10(min(min(c) for c in curves.values())))
     high = math.ceil(math.log10(max(max(c) for c in curves.values())))
-    chart_top, chart_h = top + 84 + 14 * (len(texts) - 2), 150.0
+    chart_top, chart_h = top + 84 + 14 * (len(texts) - 2), float(g.chart_h)
     px = lambda size: left + span * (math.log10(size) - 3) / 7
     py = lambda seconds: chart_top + chart_h * (high - math.log10(seconds)) / max(high - low, 1)
     stride = 1 if high - low <= 6 else 2
@@ -253,14 +271,18 @@ def _cost_panel(state, split, top, g):
     return parts, chart_top + chart_h + 36 + 14 * (len(caption) - 1)
 
 
-def render(state, narrow=False):
-    sim, step, N, g = _sim(state), state["step"], state["N"], _layout(narrow)
+def render(state, narrow=False, short=False):
+    sim, step, N, g = _sim(state), state["step"], state["N"], _layout(narrow, short and SHORT_STEPS_W)
     split = collectives.cost_split(state["op"], state["size"], N, alpha_s=state["alpha_us"] * 1e-6,
                                    bandwidth_bytes_per_s=state["bw_GBps"] * 1e9, algorithm=state["algo"])
     upper, bottom = _step_through(sim, step, 0, N, split.steps, g)
-    lower, height = _cost_panel(state, split, bottom + 10, g)
+    if short:  # the cost beside the step-through
+        lower, height = _cost_panel(state, split, 0, _layout(True, SHORT_COST_W))
+        lower, height = [svg.group(lower, transform=f"translate({SHORT_STEPS_W + SHORT_GAP} 0)")], max(bottom, height)
+    else:
+        lower, height = _cost_panel(state, split, bottom + 10, g)
     capped = f" (capped: N = {N:,} is drawn on {sim.ranks})" if N > sim.ranks else ""
-    drawing = svg.document(g.width, height, upper + lower,
+    drawing = svg.document(SHORT_STEPS_W + SHORT_GAP + SHORT_COST_W if short else g.width, height, upper + lower,
                            label=f"{LABEL[state['op']]} step-through over {sim.ranks} ranks{capped} and its alpha-beta cost")
     notes = []
     if N > DRAWN:
