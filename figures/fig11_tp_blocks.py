@@ -49,6 +49,21 @@ NARROW_WIDTH = 320
 # 353 px to 320 units, 5 px to spare): where the matrices would run longer, their cells
 # shrink (down to 2 units) while every label keeps its size.
 NARROW_HEIGHT = 587
+# On a phone on its side: steps 1-2 beside steps 3-4 across 720 units, in the largest cells
+# (the most even columns) that keep the drawing within SHORT_HEIGHT; searched once, as
+# tests/test_short_layouts.py does again, because the search costs a redraw ~20 layouts.
+SHORT_WIDTH, SHORT_HEIGHT, SHORT_SPLIT = 720, 292, 2
+SHORT_FIRST_WIDTHS = (300, 360, 420, 480)  # the first column's widths the search tries
+SHORT_LAYOUT = {  # (block, order, T): (cell, first column's width)
+    ("mlp", "column_row", 1): (5, 300), ("mlp", "row_first", 1): (4, 300),
+    ("attention", "column_row", 1): (8, 480), ("attention", "row_first", 1): (8, 360),
+    ("mlp", "column_row", 2): (4, 300), ("mlp", "row_first", 2): (3, 360),
+    ("attention", "column_row", 2): (7, 300), ("attention", "row_first", 2): (6, 420),
+    ("mlp", "column_row", 4): (4, 300), ("mlp", "row_first", 4): (3, 420),
+    ("attention", "column_row", 4): (7, 300), ("attention", "row_first", 4): (5, 480),
+    ("mlp", "column_row", 8): (3, 300), ("mlp", "row_first", 8): (2, 420),
+    ("attention", "column_row", 8): (4, 300), ("attention", "row_first", 8): (4, 480),
+}
 LINE = 15  # from one wrapped line's baseline to the next
 NUMERAL_PX = 6  # an owner's number (svg.numerals' height; 4 px wide)
 CELL = {"mlp": 6, "attention": 8}  # px per matrix entry: the MLP's 4h-wide matrices need smaller cells
@@ -92,21 +107,28 @@ def _pieces_layout(panel, columns, cell):
 
 
 @lru_cache(maxsize=64)
-def _drawing(block, order, tp, seed, drawing_width=WIDTH, cell=None):
+def _drawing(block, order, tp, seed, drawing_width=WIDTH, cell=None, split=None, first_width=None):
     """The heatmaps on a grid of matrix cells (one unit = one entry, ``cell`` px: CELL[block]
     unless given), ``drawing_width`` units wide: every (colour, shade) is one svg.lanes path,
-    each matrix row one string format."""
+    each matrix row one string format. ``split``: the steps from this one on in a second
+    column, beside the first, which is ``first_width`` units wide (a phone on its side)."""
     walk = tensor.block_walkthrough(block, order, tp, seed)
     cell = cell or CELL[block]
-    columns = (drawing_width - 2 * LEFT) // cell
+    step_width = first_width if split else drawing_width  # a column of steps
+    columns = (step_width - 2 * LEFT) // cell
+    ox, first_bottom = 0, 0  # the column's left edge, in cells; where the first column ends
     label_rows = -(-16 // cell)  # room for a panel name
     rows, outlines, followed, labels, numerals, bands, top = {}, [], [], [], [], [], 0
     for index, (step, separators) in enumerate(zip(walk.steps, SEPARATORS[order])):
+        if index == split:
+            ox, first_bottom, top = -(-step_width // cell), top, 0
+            step_width = drawing_width - ox * cell
+            columns = (step_width - 2 * LEFT) // cell
         values = [v for panel in step.panels for piece in panel.pieces for row in piece for v in row]
         low = min(values)
         scale = LEVELS / ((max(values) - low) or 1.0)
-        title = _wrap(f"{index + 1}. {step.title}", drawing_width - 2 * LEFT)
-        labels += [(LEFT, top * cell + 14 + LINE * i, line, "svg-label") for i, line in enumerate(title)]
+        title = _wrap(f"{index + 1}. {step.title}", step_width - 2 * LEFT)
+        labels += [(LEFT + ox * cell, top * cell + 14 + LINE * i, line, "svg-label") for i, line in enumerate(title)]
         title_rows = -(-(24 + LINE * (len(title) - 1)) // cell)  # room for the step's title
         if cell < CELL[block]:  # shrunk cells: rows enough to keep the panel names a line under it
             title_rows = max(title_rows, -(-(33 + LINE * (len(title) - 1)) // cell) - 1)
@@ -124,19 +146,19 @@ def _drawing(block, order, tp, seed, drawing_width=WIDTH, cell=None):
                 placed, width, height = _pieces_layout(panel, columns - x - sign, cell)
             y = line_top + label_rows
             if pending:  # the sign between two panels, at the start of a line if the second one wrapped
-                labels.append((LEFT + x * cell + 2, (y + min(height, 8) / 2) * cell + 4, pending, "svg-label"))
+                labels.append((LEFT + (ox + x) * cell + 2, (y + min(height, 8) / 2) * cell + 4, pending, "svg-label"))
                 x += sign
-            labels.append((LEFT + x * cell, y * cell - 4, panel.name, "svg-label-soft"))
+            labels.append((LEFT + (ox + x) * cell, y * cell - 4, panel.name, "svg-label-soft"))
             for dx, dy, piece, owner in placed:
                 colour = "replicated" if panel.layout in ("replicated", "single") else palette.rank_key(owner)
                 for r, row in enumerate(piece):
                     buckets = [[] for _ in range(LEVELS)]
                     for c, v in enumerate(row):
-                        buckets[min(int((v - low) * scale), LEVELS - 1)].append(x + dx + c)
+                        buckets[min(int((v - low) * scale), LEVELS - 1)].append(ox + x + dx + c)
                     for level, starts in enumerate(buckets):
                         if starts:
                             rows.setdefault((colour, level), []).append((y + dy + r, 1, starts))
-                px, py, pw, ph = LEFT + (x + dx) * cell, (y + dy) * cell, len(piece[0]) * cell, len(piece) * cell
+                px, py, pw, ph = LEFT + (ox + x + dx) * cell, (y + dy) * cell, len(piece[0]) * cell, len(piece) * cell
                 outlines.append((px, py, pw, ph))
                 if not panel.weight:  # the first token's row, to follow down the steps
                     followed.append((px - 0.5, py - 0.5, pw + 1, cell + 1))
@@ -150,34 +172,42 @@ def _drawing(block, order, tp, seed, drawing_width=WIDTH, cell=None):
             pending = separator
         top = line_top + line_height
         if step.collective_after and tp > 1:
-            band = _wrap(COLLECTIVE_TEXT[order, step.collective_after].format(tp), drawing_width - 2 * LEFT - 12)
-            bands.append((LEFT, top * cell, drawing_width - 2 * LEFT, 18 + LINE * (len(band) - 1)))
-            labels += [(LEFT + 6, top * cell + 13 + LINE * i, line, "svg-label") for i, line in enumerate(band)]
+            band = _wrap(COLLECTIVE_TEXT[order, step.collective_after].format(tp), step_width - 2 * LEFT - 12)
+            bands.append((LEFT + ox * cell, top * cell, step_width - 2 * LEFT, 18 + LINE * (len(band) - 1)))
+            labels += [(LEFT + ox * cell + 6, top * cell + 13 + LINE * i, line, "svg-label") for i, line in enumerate(band)]
             top += -(-(24 + LINE * (len(band) - 1)) // cell)
     verdict_ok = walk.max_abs_error <= 1e-12
-    bottom = top * cell + 4
+    # the verdict under the steps, or under the shorter column where there are two
+    vx, bottom, tallest = 0, max(top, first_bottom) * cell + 4, max(top, first_bottom) * cell
+    if split:
+        vx, bottom = (ox * cell, top * cell + 4) if top <= first_bottom else (0, first_bottom * cell + 4)
+        step_width = drawing_width - vx if vx else first_width
     verdict = [("matches one device" if verdict_ok else "differs from one device") + ":",
                f"largest |difference| {fmt.scientific(walk.max_abs_error)}"]
-    if svg.text_width(" ".join(verdict), LABEL) <= drawing_width - 2 * LEFT - 16:  # else on two lines
+    if svg.text_width(" ".join(verdict), LABEL) <= step_width - 2 * LEFT - 16:  # else on two lines
         verdict = [" ".join(verdict)]
-    labels += [(LEFT + 16, bottom + 10 + LINE * i, line, "svg-label") for i, line in enumerate(verdict)]
+    labels += [(vx + LEFT + 16, bottom + 10 + LINE * i, line, "svg-label") for i, line in enumerate(verdict)]
     parts = [svg.lanes(lanes, x=LEFT, y=0, x_scale=cell, lane_height=cell, fill_ratio=1, class_=f"stroke-{colour}",
                        stroke_opacity=round(0.15 + 0.85 * level / (LEVELS - 1), 2))
              for (colour, level), lanes in sorted(rows.items())]
     parts += [svg.boxes(outlines, fill="none", class_="svg-axis"),
               svg.boxes(followed, class_="svg-ink-stroke", stroke_width=1.5),
               svg.boxes(bands, class_=f"fill-comm {svg.KEY}", fill_opacity=0.25),  # the point: what the cuts cost
-              svg.boxes([(LEFT, bottom + 1, 10, 10)], class_="svg-ink-fill" if verdict_ok else "fill-warn"),
+              svg.boxes([(vx + LEFT, bottom + 1, 10, 10)], class_="svg-ink-fill" if verdict_ok else "fill-warn"),
               svg.numerals(numerals, class_="svg-ink-stroke", stroke_width=1.2)]
     for css in ("svg-label", "svg-label-soft"):
         parts.append(svg.texts(((x, y, t) for x, y, t, c in labels if c == css), class_=css))
-    return walk, parts, bottom + 20 + LINE * (len(verdict) - 1)
+    return walk, parts, max(tallest + 4, bottom + 20 + LINE * (len(verdict) - 1))
 
 
-def render(state, narrow=False):
+def render(state, narrow=False, short=False):
     tp, block, order = state["T"], state["block"], state["order"]
-    width = NARROW_WIDTH if narrow else WIDTH
-    walk, parts, height = _drawing(block, order, tp, state["seed"], width)
+    width = NARROW_WIDTH if narrow else SHORT_WIDTH if short else WIDTH
+    if short:
+        cell, first_width = SHORT_LAYOUT[block, order, tp]
+        walk, parts, height = _drawing(block, order, tp, state["seed"], width, cell, SHORT_SPLIT, first_width)
+    else:
+        walk, parts, height = _drawing(block, order, tp, state["seed"], width)
     cell = CELL[block]
     while narrow and height > NARROW_HEIGHT and cell > 2:
         cell -= 1
@@ -211,5 +241,5 @@ def render(state, narrow=False):
            f"{'columns then rows' if order == 'column_row' else 'rows first'}, in four steps of heatmaps coloured by "
            f"owning rank. Forward collectives: {readouts[0].text}. Largest difference from the one-device result: "
            f"{readouts[1].text}. Each AllReduce at {size}: {readouts[2].text}.")
-    drawing = svg.document(width, height, parts, label=alt, class_="svg-narrow")
+    drawing = svg.document(width, height, parts, label=alt, class_=None if short else "svg-narrow")
     return View(svg=drawing, readouts=readouts, note=note, alt=alt)

@@ -10,7 +10,7 @@ from tests.figure_views import short_layout_faults, sweep_states
 SCREEN_PX = 390
 # each figure's bar at 844 x 390 (measured: one row 62 px, two rows 111 px), and what its
 # wide drawing needed there before (px on screen)
-SHORT = {2: (62, 422), 3: (62, 633), 4: (111, 345), 6: (111, 401), 7: (62, 399), 10: (111, 562), 12: (111, 324), 13: (62, 346), 14: (62, 692), 15: (62, 438), 16: (111, 376), 17: (62, 520), 19: (62, 520), 22: (62, 394), 23: (163, 380), 25: (111, 442)}
+SHORT = {2: (62, 422), 3: (62, 633), 4: (111, 345), 6: (111, 401), 7: (62, 399), 10: (111, 562), 11: (62, 564), 12: (111, 324), 13: (62, 346), 14: (62, 692), 15: (62, 438), 16: (111, 376), 17: (62, 520), 19: (62, 520), 22: (62, 394), 23: (163, 380), 25: (111, 442)}
 
 
 @pytest.mark.parametrize("number", sorted(SHORT))
@@ -24,3 +24,20 @@ def test_the_short_drawing_fits_under_the_bar_in_every_state(number):
         assert problems == [], state
         tallest = max(tallest, px)
     assert bar_px + tallest <= SCREEN_PX and tallest <= SHORT_DRAWING_PX, tallest
+
+
+def test_figure_11s_short_layouts_are_the_largest_cells_that_fit():
+    """Figure 11 looks its short layout up (a search would cost each redraw ~20 layouts): each
+    entry must be what the search finds, the largest cells that fit, in the most even columns."""
+    from figures import fig11_tp_blocks as fig11
+
+    for (block, order, tp), chosen in fig11.SHORT_LAYOUT.items():
+        found = None
+        for cell in range(fig11.CELL[block], 1, -1):
+            height, first = min((fig11._drawing(block, order, tp, 0, fig11.SHORT_WIDTH, cell, fig11.SHORT_SPLIT, first)[2],
+                                 first) for first in fig11.SHORT_FIRST_WIDTHS)
+            if height <= fig11.SHORT_HEIGHT:
+                found = (cell, first)
+                break
+        assert found == chosen, (block, order, tp)
+    assert len(fig11.SHORT_LAYOUT) == 2 * 2 * len(fig11.CONTROLS[0].values)
