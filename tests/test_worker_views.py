@@ -100,10 +100,10 @@ def test_a_short_screen_gets_the_short_drawings_of_the_figures_that_have_one():
     wide = json.loads(worker.update(20, "{}", "{}", ""))["view"]
     worker.layout('"short"')
     short = json.loads(worker.update(20, "{}", "{}", ""))["view"]
-    three = json.loads(worker.update(3, "{}", "{}", ""))["view"]
-    assert (wide["layout"], short["layout"], three["layout"]) == ("wide", "short", "short")
+    nine = json.loads(worker.update(9, "{}", "{}", ""))["view"]
+    assert (wide["layout"], short["layout"], nine["layout"]) == ("wide", "short", "short")
     assert short["svg"] != wide["svg"] and short["readouts"] == wide["readouts"]
-    assert three["svg"] == registry()[3].render(registry()[3].default_state()).svg
+    assert nine["svg"] == registry()[9].render(registry()[9].default_state()).svg
 
 
 @pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"fig{f.number:02d}")
