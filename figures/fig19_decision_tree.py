@@ -302,7 +302,7 @@ def _table(r, state, failed):
         """A row from ``y`` of ``(x, room, [(text, css, lit)])`` cells, each text wrapped to its cell's
         room less what it keeps clear at its right (a fourth item); returns its bottom."""
         wrapped = [(x, [(line, c, on) for text, c, on, *clear in rows
-                        for line in svg.wrap(" ".join(text.split()), room - sum(clear), *svg.label_size(c), even=True)])
+                        for line in svg.wrap(" ".join(text.split()), room - sum(clear), *svg.label_size(c), even=room < 300)])
                    for x, room, rows in cells]
         height = SHORT_LINE * max(len(lines) for _, lines in wrapped) + 5
         parts.append(svg.boxes(((SHORT_X, y, right - SHORT_X, height),), class_="svg-lane " + css))
@@ -327,8 +327,9 @@ def _table(r, state, failed):
         if lit:  # the answer the inputs gave, where the question ends
             parts.append(svg.text(SPLIT_X - 8, top + 13, "no" if branch else "yes", class_="svg-label", text_anchor="end"))
         if branch:
-            said = [detail] + ([_price_text(r)] if _price_text(r) else []) + [_then_text(r)]
-            y = row(y + 5, [(SHORT_X + 14, whole - 6, [(title, "svg-label", True), ("; ".join(said), "svg-label-soft", True)])],
+            said = "; ".join([detail] + ([_price_text(r)] if _price_text(r) else []))
+            y = row(y + 5, [(SHORT_X + 14, whole - 6, [(title, "svg-label", True), (said, "svg-label-soft", True),
+                                                       (_then_text(r), "svg-label-soft", True)])],
                     f"svg-lit {svg.KEY}", chip=r.recommended_axis) + 5
     if failed == len(r.checks):
         y = row(y + 5, [(SHORT_X + 14, whole - 6, [(f"Nothing fails: {title}", "svg-label", True), (detail, "svg-label-soft", True)])],
