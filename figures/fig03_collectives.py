@@ -11,7 +11,7 @@ NUMBER = 3
 TITLE = "The collectives, as shapes"
 CAPTION = (
     "Each column is a rank and each square a chunk of its buffer, coloured by whose data it holds: step through an "
-    "operation one round of transfers at a time. Below, the alpha-beta time of the same operation over N ranks, "
+    "operation one round of transfers at a time. With it, the alpha-beta time of the same operation over N ranks, "
     "split into its latency and bandwidth parts."
 )
 NOTE = (
@@ -41,7 +41,7 @@ WIDTH, LEFT = 720, 64
 # buffer sizes labelled every other decade.
 NARROW_WIDTH, NARROW_LEFT = 320, 52
 # On a phone on its side: the step-through in a 420-unit column with smaller chunks and lower
-# arcs, the cost beside it in 300 units, its chart shorter.
+# arcs, the cost beside it in 296 units, its chart shorter.
 SHORT_STEPS_W, SHORT_COST_W, SHORT_GAP = 420, 296, 4
 
 
@@ -87,14 +87,14 @@ PRIMARY = ("op", "step")
 GROUPS = (("Step-through", ("algo", "N", "next")), ("Cost", ("size", "alpha_us", "bw_GBps")))
 
 
-def _layout(narrow, width=None):
+def _layout(narrow, column=None):
     """The drawing's geometry: its width, the left margin of its labels, where the cost
     texts start, the right margin, the width lines wrap at (None: never), which buffer
     sizes (powers of ten) are labelled, the largest chunk, the room above the chunks for the
     rank labels (and a tree's arcs, rising ``arc_step`` a rank they jump) and the chart's
-    height. ``width``: a column of a phone on its side, laid out as a phone's."""
-    if width:
-        return SimpleNamespace(width=width, left=NARROW_LEFT, text_x=8, right=12, wrap=width - 12, decades=range(3, 11, 2),
+    height. ``column``: the width of a column of a phone on its side, laid out as a phone's."""
+    if column:
+        return SimpleNamespace(width=column, left=NARROW_LEFT, text_x=8, right=12, wrap=column - 12, decades=range(3, 11, 2),
                                narrow=True, chunk=12, ring_room=38, tree_room=58, arc_step=4, chart_h=96)
     if not narrow:
         return SimpleNamespace(width=WIDTH, left=LEFT, text_x=LEFT, right=24, wrap=None, decades=range(3, 11), narrow=False,
@@ -272,7 +272,7 @@ def _cost_panel(state, split, top, g):
 
 
 def render(state, narrow=False, short=False):
-    sim, step, N, g = _sim(state), state["step"], state["N"], _layout(narrow, short and SHORT_STEPS_W)
+    sim, step, N, g = _sim(state), state["step"], state["N"], _layout(narrow, SHORT_STEPS_W if short else None)
     split = collectives.cost_split(state["op"], state["size"], N, alpha_s=state["alpha_us"] * 1e-6,
                                    bandwidth_bytes_per_s=state["bw_GBps"] * 1e9, algorithm=state["algo"])
     upper, bottom = _step_through(sim, step, 0, N, split.steps, g)
@@ -309,7 +309,7 @@ def render(state, narrow=False, short=False):
     alt = (f"{sim.ranks} columns of chunks, one per rank, showing {LABEL[sim.op]} by {ALGORITHM_WORDS[sim.algorithm]} "
            f"at step {step} of {len(sim.steps)}; {_phase(sim, step) or 'transfers drawn as arrows'}. "
            + (f"The drawing is capped at {sim.ranks} ranks: at N = {N:,} the same algorithm takes {split.steps:,} steps. "
-              if N > sim.ranks else "") + "Below, "
+              if N > sim.ranks else "") + "With it, "
            f"{LABEL[state['op']]} of {fmt.data_size(state['size'])} over {N} ranks takes {fmt.duration(split.time_s)}: "
            f"{fmt.duration(split.latency_s)} of latency and {fmt.duration(split.bandwidth_s)} of bandwidth, with the ring and "
            "tree times plotted against buffer size.")

@@ -82,6 +82,7 @@ class _Layout(NamedTuple):
     chart_x: float = 0  # the charts' left edge (their titles')
     chart_h: float = 80  # each chart's height
     chart_gap: float = 60  # from the memory chart's base to the top of the communication chart's
+    time_ticks: int = 5  # on the communication chart's axis (a shorter chart: fewer, so their names keep apart)
     beside: bool = False  # the charts beside the mesh, not under it
 
 
@@ -96,7 +97,7 @@ NARROW = _Layout(320, 58, 8, 16, 320, "Model state per GPU, by shard group size"
 MESH_W = 236
 SHORT = _Layout(720, MESH_W + 70, 4, 14, MESH_W, "Model state per GPU, by shard group size",
                 "Communication time per step, before overlap", ("shard group size, GPUs (thin top: the replica AllReduce)",),
-                max_rows=6, pitch=15, chart_x=MESH_W + 14, chart_h=62, chart_gap=45, beside=True)
+                max_rows=6, pitch=15, chart_x=MESH_W + 14, chart_h=62, chart_gap=45, time_ticks=3, beside=True)
 FABRIC_COLOUR = {hsdp.INTRA_NODE: "intra", hsdp.INTER_NODE: "inter"}
 FABRIC_NAME = {hsdp.INTRA_NODE: "inside a node", hsdp.INTER_NODE: "across nodes", hsdp.NO_FABRIC: "no traffic"}
 
@@ -161,7 +162,7 @@ def _value_axis(parts, labels, base, height, high, name, name_tick, layout):
     """A bar chart's value axis: round ticks from 0 to ``high`` as faint lines across the
     chart, each named with its unit (``name_tick``) in the left margin; returns the scale."""
     scale = (height - 16) / high  # room over the tallest bar for its value
-    marks = svg.ticks(0, high, 5 if height >= 80 else 3)  # a short chart: fewer, so their names keep apart
+    marks = svg.ticks(0, high, layout.time_ticks)
     parts.append(svg.segments([(layout.left, base - t * scale, layout.width - 12, base - t * scale) for t in marks[1:]],
                               class_="svg-axis", stroke_dasharray="1 3"))
     labels += [svg.Label(layout.left - 6, base - t * scale + 4, name_tick(t) if t else "0", anchor="end",

@@ -248,13 +248,13 @@ def _drawing(state, mesh, groups, crosses, nodes, narrow, short=False):
                                class_="svg-label svg-strong"))
     legend = [f"{LABELS[a]} groups of {mesh.degree(a)}: "
               + ("cross nodes" if crosses[a] else "stay inside nodes" if mesh.degree(a) > 1 else "off") for a in GROUP_AXES]
-    columns = 1 if narrow or short else 2
     if short:  # the legend under the texts, a line each
         legend = [line for entry in legend for line in _wrap(entry, TEXT_W, "svg-label")]
         below = LINE * (len(head) + len(cap)) + 8
         parts.append(svg.texts([(LEFT, below + 12 + LINE * i, line) for i, line in enumerate(legend)], class_="svg-label"))
         height = max(bottom, below + 12 + LINE * len(legend) - 8)
     else:
+        columns = 1 if narrow else 2
         parts.append(svg.texts([(LEFT + (i % columns) * 360, bottom + 12 + (i // columns) * 16, line)
                                 for i, line in enumerate(legend)], class_="svg-label"))
         height = bottom + 12 + 16 * ((len(GROUP_AXES) + columns - 1) // columns)

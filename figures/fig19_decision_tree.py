@@ -236,8 +236,8 @@ def _tree(r, state, failed):
 NARROW_W, NARROW_X, LINE, STEP = 320, 6, 16, 22
 
 
-def _wrap(text, css, room):
-    return svg.wrap(" ".join(text.split()), room, *svg.label_size(css))
+def _wrap(text, css, room, even=False):
+    return svg.wrap(" ".join(text.split()), room, *svg.label_size(css), even=even)
 
 
 def _path(r, state, failed):
@@ -301,9 +301,8 @@ def _table(r, state, failed):
     def row(y, cells, css, chip=None):
         """A row from ``y`` of ``(x, room, [(text, css, lit)])`` cells, each text wrapped to its cell's
         room less what it keeps clear at its right (a fourth item); returns its bottom."""
-        wrapped = [(x, [(line, c, on) for text, c, on, *clear in rows
-                        for line in svg.wrap(" ".join(text.split()), room - sum(clear), *svg.label_size(c), even=room < 300)])
-                   for x, room, rows in cells]
+        wrapped = [(x, [(line, c, on) for text, c, on, *clear in rows  # (evened only in a narrow cell: the search costs)
+                        for line in _wrap(text, c, room - sum(clear), even=room < 300)]) for x, room, rows in cells]
         height = SHORT_LINE * max(len(lines) for _, lines in wrapped) + 5
         parts.append(svg.boxes(((SHORT_X, y, right - SHORT_X, height),), class_="svg-lane " + css))
         if chip:
