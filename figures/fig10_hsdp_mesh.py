@@ -159,7 +159,7 @@ def _mesh(state, step, top, layout):
 
 
 def _value_axis(parts, labels, base, height, high, name, name_tick, layout):
-    """A bar chart's value axis: round ticks from 0 to ``high`` as faint lines across the
+    """The communication chart's value axis: ``layout.time_ticks`` round ticks from 0 to ``high`` as faint lines across the
     chart, each named with its unit (``name_tick``) in the left margin; returns the scale."""
     scale = (height - 16) / high  # room over the tallest bar for its value
     marks = svg.ticks(0, high, layout.time_ticks)
